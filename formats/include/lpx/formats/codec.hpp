@@ -1,0 +1,170 @@
+// The scalar element codec: float32 -> code and code -> float32 for any ElementFormat.
+// This is the reference every fast path (SIMD, threads, CUDA) is tested against, and
+// CUDA kernels call these very functions (LPX_HD). Branches are value selects, with no
+// allocation or table, so a compiler can vectorize a loop over it.
+//
+// Semantics (the defaults equal ml_dtypes' float32 casts; see README "Element casts"):
+//   rounding  on the format's grid extended past its largest value, then:
+//   overflow  a finite result above max: `sat` clamps to +-max; `ieee` gives Inf where
+//             the format has it, else NaN where it has one, else clamps. Under IEEE rules
+//             a rounding direction toward zero (rtz, rdn for +, rup for -) gives +-max.
+//   +-Inf     `sat`: +-max (as CUDA's __NV_SATFINITE and the hardware do); `ieee`: as overflow.
+//   NaN       the format's quiet NaN with the input's sign (ieee: exponent all ones and top
+//             mantissa bit; fn: S.1..1); fnuz: 0x80; e8m0: 0xFF. Formats without NaN
+//             (FP6, FP4, eXmY) follow ml_dtypes: +NaN -> the -0 code, -NaN -> +0.
+//   -0        kept, except in fnuz formats (no -0: any result of magnitude 0 is 0x00).
+//   e8m0      unsigned without zero: 0, negatives -> NaN (ieee) or 0x00 = 2^-127 (sat);
+//             below 2^-126 it rounds as ml_dtypes does, on the ladder {2^-127 (code 0), 2^-126}
+//             with code 0 standing in for zero: (2^-127, 2^-126) -> 2^-126 under rne.
+//   integers  round with the mode, then clamp to [min, max] (quantizer semantics, not the
+//             C cast's truncate-and-wrap); NaN -> 0.
+#pragma once
+
+#include <cstdint>
+
+#include "lpx/formats/element_format.hpp"
+#include "lpx/numerics/float_bits.hpp"
+#include "lpx/numerics/rounding.hpp"
+
+namespace lpx {
+
+namespace codec_detail {
+
+LPX_HD constexpr int min_int(int a, int b) { return a < b ? a : b; }
+LPX_HD constexpr int max_int(int a, int b) { return a > b ? a : b; }
+
+LPX_HD constexpr uint32_t encode_integer(uint32_t bits, const ElementFormat& f, Rounding mode,
+                                         uint32_t random_bits, int sr_bits) {
+  const bool negative = (bits >> 31) != 0;
+  const uint32_t abs_bits = bits & kF32AbsMask;
+  const bool is_nan = abs_bits > kF32InfBits;
+  const UnpackedF32 u = unpack_abs(abs_bits);
+  // |x| * 2^frac = sig * 2^(exp - 23 + frac): drop (23 - exp - frac) bits. A negative
+  // shift means |x| >= 2^23 in code units, far beyond any 16-bit integer: clamp.
+  const int shift = 23 - u.exp - f.bias;
+  const bool huge = shift < 0 || abs_bits >= kF32InfBits;
+  const uint64_t q = huge ? ~uint64_t{0}
+                          : round_shift_right(u.sig, min_int(shift, 63), mode, negative,
+                                              random_bits, sr_bits);
+  const uint64_t pos_max = f.max_magnitude;
+  const uint64_t neg_max = f.is_signed ? (f.symmetric ? pos_max : pos_max + 1) : 0;
+  const uint64_t magnitude = negative ? (q < neg_max ? q : neg_max) : (q < pos_max ? q : pos_max);
+  const uint32_t code =
+      negative ? static_cast<uint32_t>(0u - static_cast<uint32_t>(magnitude)) & f.code_mask
+               : static_cast<uint32_t>(magnitude);
+  return is_nan ? 0u : code;
+}
+
+LPX_HD constexpr float decode_integer(uint32_t code, const ElementFormat& f) {
+  const bool negative = f.is_signed && (code & f.sign_mask) != 0;
+  const int value = negative ? static_cast<int>(code) - static_cast<int>(f.code_mask) - 1
+                             : static_cast<int>(code);
+  return static_cast<float>(value) * pow2f(-f.bias);
+}
+
+}  // namespace codec_detail
+
+// float32 -> code (right-aligned in the low `bits` bits).
+// `random_bits` is used only by Rounding::sr (see numerics/rounding.hpp for the rule);
+// `sr_bits` limits how many of its top bits are used.
+LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
+                                 Overflow overflow, uint32_t random_bits = 0,
+                                 int sr_bits = kMaxSrBits) {
+  using namespace codec_detail;
+  const uint32_t bits = float_to_bits(x);
+  if (f.is_integer) return encode_integer(bits, f, mode, random_bits, sr_bits);
+
+  // 1. Split the input: sign, NaN/Inf, significand and exponent.
+  const bool negative = (bits >> 31) != 0;
+  const uint32_t abs_bits = bits & kF32AbsMask;
+  const bool is_nan = abs_bits > kF32InfBits;
+  const bool is_inf = abs_bits == kF32InfBits;
+  const UnpackedF32 u = unpack_abs(abs_bits);
+
+  // 2. Round the significand to the format's grid at this exponent. Below the min normal
+  //    exponent the grid spacing stays 2^(emin - M) (subnormals), so the shift grows.
+  //    Shifts past 63 only ever give 0 before rounding; clamping keeps the arithmetic in
+  //    64 bits without changing any rounding decision (sig < 2^24).
+  const int m = f.mantissa_bits;
+  const int emin = f.emin();
+  const int shift = min_int(23 - m + max_int(0, emin - u.exp), 63);
+  const uint64_t q = round_shift_right(u.sig, shift, mode, negative, random_bits, sr_bits);
+
+  // 3. Assemble the magnitude code by addition: (exponent field - 1) << M plus the
+  //    rounded significand with its implicit bit, so a carry out of the significand
+  //    (1.11..1 -> 10.0) increments the exponent by itself, and a subnormal that rounds
+  //    up to 2^emin lands exactly on the first normal code.
+  const int64_t exponent_base = max_int(u.exp, emin) + f.bias - 1;
+  const uint64_t magnitude = (static_cast<uint64_t>(exponent_base) << m) + q;
+
+  // 4. Overflow: the rounded value lies beyond the largest finite code.
+  const bool overflows = magnitude > f.max_magnitude;
+  const bool to_max = overflow == Overflow::sat || rounds_toward_zero(mode, negative);
+  const uint32_t overflow_magnitude = f.has_inf() ? f.inf_magnitude : f.max_magnitude;
+  const uint32_t nan_or_max = f.has_nan() ? f.nan_code : f.max_magnitude;
+  // ieee overflow in a format with NaN but no Inf (fn, fnuz) gives NaN.
+  const bool overflow_is_nan = !f.has_inf() && f.has_nan();
+  uint32_t mag = static_cast<uint32_t>(magnitude);
+  bool result_is_nan = false;
+  if (overflows || is_inf) {
+    const bool sat = to_max && !(is_inf && overflow == Overflow::ieee);
+    mag = sat ? f.max_magnitude : (overflow_is_nan ? nan_or_max : overflow_magnitude);
+    result_is_nan = !sat && overflow_is_nan;
+  }
+
+  // 5. Sign and special cases.
+  uint32_t code = mag | (negative ? f.sign_mask : 0u);
+  if (f.specials == Specials::fnuz) {
+    // One NaN (0x80) and no -0: a zero result is +0 whatever the sign.
+    code = result_is_nan ? f.nan_code : (mag == 0 ? 0u : code);
+  } else if (result_is_nan) {
+    code = f.nan_code | (negative ? f.sign_mask : 0u);
+  }
+  if (!f.is_signed) {
+    // Unsigned formats (e8m0): zero and negative inputs have no code. ieee: NaN; sat: the
+    // smallest code. Inputs with a set sign bit or zero magnitude land here.
+    const bool unrepresentable = negative || abs_bits == 0;
+    const uint32_t nan_or_min = (overflow == Overflow::ieee && f.has_nan()) ? f.nan_code : 0u;
+    code = unrepresentable ? nan_or_min : code;
+  }
+  if (is_nan) {
+    // NaN inputs: the quiet NaN with the input's sign; fnuz's single NaN; formats without
+    // NaN follow ml_dtypes, whose NaN there is the -0 code and whose negation flips it.
+    code = !f.has_nan() ? (negative ? 0u : f.sign_mask)
+           : (f.specials == Specials::fnuz || !f.is_signed) ? f.nan_code
+           : f.nan_code | (negative ? f.sign_mask : 0u);
+  }
+  return code;
+}
+
+// code -> float32 (exact: every value of every format up to 16 bits is a float32).
+LPX_HD constexpr float decode(uint32_t code, const ElementFormat& f) {
+  using namespace codec_detail;
+  code &= f.code_mask;
+  if (f.is_integer) return decode_integer(code, f);
+  const bool negative = (code & f.sign_mask) != 0;
+  const uint32_t mag = code & ~f.sign_mask;
+  const int m = f.mantissa_bits;
+  const uint32_t exponent_field = mag >> m;
+  const uint32_t mantissa = mag & ((1u << m) - 1);
+  const bool is_nan = f.has_nan() && ((f.specials == Specials::fnuz) ? code == f.nan_code
+                                                                      : mag > f.max_magnitude &&
+                                                                            mag != f.inf_magnitude);
+  const bool is_inf = f.has_inf() && mag == f.inf_magnitude;
+  const bool subnormal = exponent_field == 0 && f.has_zero;
+  const uint32_t significand = subnormal ? mantissa : (mantissa | (1u << m));
+  const int lsb_exponent = (subnormal ? 1 : static_cast<int>(exponent_field)) - f.bias - m;
+  const float magnitude = static_cast<float>(significand) * pow2f(lsb_exponent);
+  const float value = is_inf ? bits_to_float(kF32InfBits) : magnitude;
+  const uint32_t sign = negative && f.specials != Specials::fnuz ? kF32SignMask : 0u;
+  return is_nan ? bits_to_float(kF32QuietNanBits | sign)
+                : bits_to_float(float_to_bits(value) | sign);
+}
+
+// True for the codes that decode to NaN.
+LPX_HD constexpr bool is_nan_code(uint32_t code, const ElementFormat& f) {
+  const float v = decode(code, f);
+  return v != v;
+}
+
+}  // namespace lpx

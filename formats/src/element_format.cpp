@@ -1,0 +1,143 @@
+// The registry of named element formats, their aliases, and the generic eXmY grammar.
+#include "lpx/formats/element_format.hpp"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "lpx/formats/codec.hpp"
+
+namespace lpx {
+
+namespace {
+
+constexpr std::array<const ElementFormat*, 20> kNamed = {
+    &fmt8::e4m3fn,   &fmt8::e5m2,        &fmt8::e4m3fnuz, &fmt8::e5m2fnuz,
+    &fmt8::e4m3b11fnuz, &fmt8::e4m3,     &fmt8::e3m4,     &fmt8::e8m0,
+    &fmt6::e3m2,     &fmt6::e2m3,        &fmt4::e2m1,     &fmt16::bf16,
+    &fmt16::f16,     &fmtint::int8,      &fmtint::int4,   &fmtint::int2,
+    &fmtint::uint8,  &fmtint::uint4,     &fmtint::uint2,  &fmtint::mxint8,
+};
+
+constexpr std::array<FormatAlias, 18> kAliases = {{
+    {"e4m3", "float8_e4m3fn"},   {"fp8_e4m3", "float8_e4m3fn"},
+    {"e5m2", "float8_e5m2"},     {"fp8_e5m2", "float8_e5m2"},
+    {"e8m0", "float8_e8m0fnu"},  {"e3m2", "float6_e3m2fn"},
+    {"fp6_e3m2", "float6_e3m2fn"}, {"e2m3", "float6_e2m3fn"},
+    {"fp6_e2m3", "float6_e2m3fn"}, {"e2m1", "float4_e2m1fn"},
+    {"fp4", "float4_e2m1fn"},    {"fp4_e2m1", "float4_e2m1fn"},
+    {"bf16", "bfloat16"},        {"fp16", "float16"},
+    {"half", "float16"},         {"ue8m0", "float8_e8m0fnu"},
+    {"float8_e8m0", "float8_e8m0fnu"}, {"mxint8", "mxint8_element"},
+}};
+
+bool parse_int(std::string_view& s, int& out) {
+  const char* begin = s.data();
+  const auto [ptr, ec] = std::from_chars(begin, begin + s.size(), out);
+  if (ec != std::errc() || ptr == begin) return false;
+  s.remove_prefix(static_cast<size_t>(ptr - begin));
+  return true;
+}
+
+// [u]e<X>m<Y>[b<BIAS>][fn|fnuz|ieee]; returns false if the name is not of this form.
+bool parse_generic(std::string_view name, ElementFormat& out, std::string& why) {
+  std::string_view s = name;
+  const bool is_unsigned = s.starts_with("u");
+  if (is_unsigned) s.remove_prefix(1);
+  int x = 0, y = 0;
+  if (!s.starts_with("e")) return false;
+  s.remove_prefix(1);
+  if (!parse_int(s, x) || !s.starts_with("m")) return false;
+  s.remove_prefix(1);
+  if (!parse_int(s, y)) return false;
+  bool has_bias = false;
+  int bias = 0;
+  if (s.starts_with("b")) {
+    s.remove_prefix(1);
+    if (!parse_int(s, bias)) return false;
+    has_bias = true;
+  }
+  Specials specials = Specials::none;
+  if (s == "fn") specials = Specials::fn;
+  else if (s == "fnuz") specials = Specials::fnuz;
+  else if (s == "ieee") specials = Specials::ieee;
+  else if (!s.empty()) return false;
+  const int total = x + y + (is_unsigned ? 0 : 1);
+  if (x < 1 || x > 8 || y < 0 || y > 10 || total > 16 || total < 2) {
+    why = fmt::format("'{}': need 1 <= X <= 8 exponent bits, 0 <= Y <= 10 mantissa bits and "
+                      "at most 16 bits in all", name);
+    return true;
+  }
+  if (specials == Specials::fnuz && is_unsigned) {
+    why = fmt::format("'{}': fnuz needs a sign bit (its NaN is the -0 code)", name);
+    return true;
+  }
+  if (!has_bias) bias = (1 << (x - 1)) - 1 + (specials == Specials::fnuz ? 1 : 0);
+  ElementFormat f = make_float_format(name, x, y, bias, specials, !is_unsigned);
+  // Every value must be a float32: largest exponent <= 127, smallest lsb >= 2^-149.
+  if (f.emax() > 127 || 1 - bias - y < -149 || bias > 127) {
+    why = fmt::format("'{}': bias {} puts values outside float32's range", name, bias);
+    return true;
+  }
+  out = f;
+  return true;
+}
+
+std::string known_names() {
+  std::string s;
+  for (const ElementFormat* f : kNamed) s += fmt::format("{}{}", s.empty() ? "" : ", ", f->name);
+  for (const FormatAlias& a : kAliases) s += fmt::format(", {}", a.alias);
+  return s + ", or eXmY[bBIAS][fn|fnuz|ieee] (e.g. e2m0, e1m2, e3m2b2fn)";
+}
+
+}  // namespace
+
+std::span<const ElementFormat* const> named_formats() { return kNamed; }
+std::span<const FormatAlias> format_aliases() { return kAliases; }
+
+ElementFormat format_by_name(std::string_view name) {
+  for (const ElementFormat* f : kNamed)
+    if (f->name_view() == name) return *f;
+  for (const FormatAlias& a : kAliases)
+    if (a.alias == name) return format_by_name(a.canonical);
+  ElementFormat f;
+  std::string why;
+  if (parse_generic(name, f, why)) {
+    if (!why.empty()) throw std::invalid_argument("invalid format " + why);
+    return f;
+  }
+  throw std::invalid_argument(
+      fmt::format("unknown format '{}'; known formats: {}", name, known_names()));
+}
+
+double max_finite(const ElementFormat& f) {
+  return static_cast<double>(decode(f.max_magnitude, f));
+}
+
+double min_normal(const ElementFormat& f) {
+  if (f.is_integer) return std::ldexp(1.0, -f.bias);
+  return f.has_zero ? std::ldexp(1.0, f.emin()) : std::ldexp(1.0, -f.bias);
+}
+
+double min_subnormal(const ElementFormat& f) {
+  if (f.is_integer) return std::ldexp(1.0, -f.bias);
+  return static_cast<double>(decode(f.has_zero ? 1u : 0u, f));
+}
+
+std::string describe_specials(const ElementFormat& f) {
+  if (f.is_integer) return f.is_signed ? (f.symmetric ? "symmetric two's complement" : "two's complement")
+                                       : "unsigned";
+  switch (f.specials) {
+    case Specials::ieee: return "Inf and NaN (IEEE: exponent all ones)";
+    case Specials::fn:
+      return f.is_signed ? "no Inf; NaN = S.1..1" : "unsigned, no zero; NaN = all ones";
+    case Specials::fnuz: return "no Inf, no -0; NaN = the -0 code";
+    case Specials::none: return "none: every code is finite";
+  }
+  return "";
+}
+
+}  // namespace lpx

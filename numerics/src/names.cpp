@@ -1,0 +1,26 @@
+// Host-side names of the rounding modes.
+#include <array>
+#include <stdexcept>
+#include <string>
+
+#include "lpx/numerics/rounding.hpp"
+
+namespace lpx {
+
+namespace {
+constexpr std::array<std::string_view, 6> kRoundingNames = {"rne", "rna", "rtz",
+                                                             "rup", "rdn", "sr"};
+}
+
+std::string_view rounding_name(Rounding mode) {
+  return kRoundingNames[static_cast<size_t>(mode)];
+}
+
+Rounding rounding_by_name(std::string_view name) {
+  for (size_t i = 0; i < kRoundingNames.size(); ++i)
+    if (kRoundingNames[i] == name) return static_cast<Rounding>(i);
+  throw std::invalid_argument("unknown rounding mode '" + std::string(name) +
+                              "' (expected rne, rna, rtz, rup, rdn or sr)");
+}
+
+}  // namespace lpx
