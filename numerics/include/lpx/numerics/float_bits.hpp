@@ -3,11 +3,9 @@
 
 #include <cstdint>
 
-#include "lpx/numerics/hd.hpp"
-
-#if !defined(__CUDACC__)
 #include <bit>
-#endif
+
+#include "lpx/numerics/hd.hpp"
 
 namespace lpx {
 

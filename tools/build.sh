@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Configures and builds lpx in build/ (Release). CUDA parts are compiled when nvcc is
+# found at /usr/local/cuda. Extra arguments go to cmake.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+cmake --build build -j "$(nproc)"

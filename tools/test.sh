@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs, builds and runs the whole test suite (the slow-labelled exhaustive tests
+# included), then a short libFuzzer run over the committed corpus. CI runs this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/install-deps.sh
+tools/build.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1500
+if [ -x tools/run-fuzz.sh ]; then
+  tools/run-fuzz.sh
+fi
