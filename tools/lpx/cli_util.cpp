@@ -1,0 +1,86 @@
+#include "cli_util.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+
+namespace lpx::cli {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+FloatInput read_float_input(const std::string& path, const std::string& shape_text,
+                            const std::string& tensor_name) {
+  const bool structured = ends_with(path, ".npy") || ends_with(path, ".safetensors");
+  if (structured && !shape_text.empty())
+    throw UsageError("--shape applies to raw .f32 inputs only; " + path + " carries its shape");
+  std::vector<int64_t> raw_shape;
+  if (!shape_text.empty()) raw_shape = parse_shape(shape_text);
+  std::vector<std::string> names;
+  if (!tensor_name.empty()) names.push_back(tensor_name);
+  FloatInput in;
+  in.file = read_tensor_file(path, raw_shape, names);
+  if (in.file.tensors.empty()) throw DataError(path + ": no tensors in file");
+  if (in.file.tensors.size() > 1)
+    throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
+                                 in.file.tensors.size()));
+  const TensorRef& t = in.file.tensors.front();
+  in.shape = t.shape;
+  if (t.numel() == 0) throw DataError(path + ": empty input (no elements)");
+  if (t.dtype == DType::f32) {
+    in.data = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
+  } else {
+    in.values = to_float32(t);
+    in.data = in.values;
+  }
+  return in;
+}
+
+void write_by_extension(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                        std::span<const std::byte> bytes, const std::string& name) {
+  if (ends_with(path, ".npy")) {
+    write_npy(path, TensorOut{name, dtype, shape, bytes});
+  } else if (ends_with(path, ".safetensors")) {
+    write_safetensors(path, {TensorOut{name, dtype, shape, bytes}});
+  } else {
+    write_raw(path, bytes);
+  }
+}
+
+ElementFormat parse_format(const std::string& name) { return format_by_name(name); }
+
+Overflow parse_overflow(const std::string& name) {
+  if (name == "sat") return Overflow::sat;
+  if (name == "ieee") return Overflow::ieee;
+  throw UsageError("unknown overflow mode '" + name + "' (expected sat or ieee)");
+}
+
+}  // namespace lpx::cli
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+
+namespace lpx::cli {
+
+std::vector<std::byte> read_raw_bytes(const std::string& path) {
+  std::vector<char> chars;
+  if (path == "-") {
+    chars.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream file(path, std::ios::binary);
+    if (!file) throw DataError(path + ": cannot open: " + std::strerror(errno));
+    chars.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+    if (file.bad()) throw DataError(path + ": read error");
+  }
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+}  // namespace lpx::cli

@@ -1,0 +1,55 @@
+// Helpers shared by the subcommands: reading float inputs and writing outputs by file
+// extension (.npy, .safetensors, else raw little-endian), and option validators.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lpx/formats/element_format.hpp"
+#include "lpx/formats/tensor_io.hpp"
+#include "lpx/numerics/rounding.hpp"
+
+namespace lpx::cli {
+
+bool ends_with(const std::string& s, const std::string& suffix);
+
+// A float32 tensor read from IN (raw .f32 with optional --shape, .npy float32/16/bf16,
+// or one tensor of a .safetensors file). Empty inputs are a DataError.
+struct FloatInput {
+  std::vector<int64_t> shape;
+  std::vector<float> values;  // only when a conversion was needed
+  std::span<const float> data;
+  TensorFile file;            // keeps the mapping alive when no conversion was needed
+};
+FloatInput read_float_input(const std::string& path, const std::string& shape_text,
+                            const std::string& tensor_name = "");
+
+// Writes `bytes` of `dtype` with `shape` as .npy / .safetensors (one tensor named
+// `name`) / raw, chosen by OUT's extension. Atomic (temporary + rename).
+void write_by_extension(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                        std::span<const std::byte> bytes, const std::string& name = "values");
+
+// Parses a format name into a format (std::invalid_argument lists the valid names).
+ElementFormat parse_format(const std::string& name);
+Overflow parse_overflow(const std::string& name);
+
+template <class T>
+std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+}  // namespace lpx::cli
+
+namespace lpx::cli {
+// Whole file (or stdin for "-") as bytes; for small inputs such as code files.
+std::vector<std::byte> read_raw_bytes(const std::string& path);
+}  // namespace lpx::cli
+
+namespace lpx::cli {
+// Printers of `lpx formats`, `lpx info` and `lpx table` (also used by `lpx tour`).
+void print_formats();
+void print_info(const ElementFormat& f);
+void print_table(const ElementFormat& f);
+}  // namespace lpx::cli

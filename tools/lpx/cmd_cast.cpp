@@ -1,0 +1,162 @@
+// `lpx cast` (float32 -> codes or fake-quantized values) and `lpx decode` (codes ->
+// float32): element casts over whole files, through the array executions of the codec.
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "command.hpp"
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/codec.hpp"
+
+namespace lpx::cli {
+namespace {
+
+struct CastArgs {
+  std::string to, round = "rne", overflow = "ieee", emit = "codes", shape, tensor, in, out;
+  uint64_t seed = 0;
+  uint32_t stream = 0;
+  int sr_bits = kMaxSrBits;
+  int threads = 0;
+};
+
+void run_cast(const CastArgs& a, const CLI::App& cmd) {
+  const ElementFormat f = parse_format(a.to);
+  CastOptions opt;
+  opt.round = rounding_by_name(a.round);
+  opt.overflow = parse_overflow(a.overflow);
+  opt.seed = a.seed;
+  opt.stream = a.stream;
+  opt.sr_bits = a.sr_bits;
+  opt.threads = a.threads;
+  const bool sr_options = cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream");
+  if (sr_options && opt.round != Rounding::sr)
+    throw UsageError("--seed, --stream and --sr-bits need --round sr");
+  if (a.emit != "codes" && a.emit != "values")
+    throw UsageError("--emit must be codes or values, not '" + a.emit + "'");
+
+  const FloatInput in = read_float_input(a.in, a.shape, a.tensor);
+  if (a.emit == "values") {
+    std::vector<float> out(in.data.size());
+    fake_cast_array(in.data, out, f, opt);
+    write_by_extension(a.out, DType::f32, in.shape, as_bytes_of(out));
+  } else if (f.bits <= 8) {
+    std::vector<uint8_t> out(in.data.size());
+    encode_array(in.data, out, f, opt);
+    write_by_extension(a.out, DType::u8, in.shape, as_bytes_of(out), "codes");
+  } else {
+    std::vector<uint16_t> out(in.data.size());
+    encode_array(in.data, out, f, opt);
+    write_by_extension(a.out, DType::u16, in.shape, as_bytes_of(out), "codes");
+  }
+}
+
+// Codes: .npy of uint8/uint16, or raw bytes (one per code, or little-endian uint16 for
+// formats wider than 8 bits). A code with bits above the format's width is bad data.
+void run_decode(const std::string& from, const std::string& in_path, const std::string& out_path,
+                const std::string& shape_text) {
+  const ElementFormat f = parse_format(from);
+  const bool wide = f.bits > 8;
+  const bool is_npy = ends_with(in_path, ".npy");
+  std::vector<int64_t> raw_shape;
+  if (!shape_text.empty()) {
+    if (is_npy) throw UsageError("--shape applies to raw inputs only");
+    raw_shape = parse_shape(shape_text);
+  }
+  // .npy code files go through the tensor reader; raw code files are plain bytes.
+  TensorFile file;
+  std::vector<std::byte> raw;
+  std::span<const std::byte> bytes;
+  std::vector<int64_t> npy_shape;
+  if (is_npy) {
+    file = read_tensor_file(in_path, {}, {});
+    const TensorRef& t = file.tensors.front();
+    if (t.dtype != (wide ? DType::u16 : DType::u8))
+      throw DataError(fmt::format("{}: codes of {} must be {} in .npy, not {}", in_path, f.name,
+                                  wide ? "uint16" : "uint8", dtype_name(t.dtype)));
+    bytes = t.bytes;
+    npy_shape = t.shape;
+  } else {
+    raw = read_raw_bytes(in_path);
+    bytes = raw;
+  }
+  const size_t code_size = wide ? 2 : 1;
+  if (bytes.size() % code_size != 0)
+    throw DataError(fmt::format("{}: size {} is not a multiple of {} bytes per {} code", in_path,
+                                bytes.size(), code_size, f.name));
+  const size_t n = bytes.size() / code_size;
+  if (n == 0) throw DataError(in_path + ": empty input (no codes)");
+  std::vector<int64_t> shape = is_npy ? npy_shape : std::vector<int64_t>{static_cast<int64_t>(n)};
+  if (!raw_shape.empty()) {
+    int64_t count = 1;
+    for (int64_t d : raw_shape) count *= d;
+    if (count != static_cast<int64_t>(n))
+      throw DataError(fmt::format("{}: --shape {} needs {} codes, the file has {}", in_path,
+                                  shape_text, count, n));
+    shape = raw_shape;
+  }
+  std::vector<float> out(n);
+  if (wide) {
+    std::vector<uint16_t> codes(n);
+    std::memcpy(codes.data(), bytes.data(), n * 2);
+    for (size_t i = 0; i < n; ++i)
+      if (codes[i] & ~f.code_mask)
+        throw DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
+                                    in_path, codes[i], i, f.name, f.bits));
+    decode_array(codes, out, f);
+  } else {
+    const std::span<const uint8_t> codes(reinterpret_cast<const uint8_t*>(bytes.data()), n);
+    for (size_t i = 0; i < n; ++i)
+      if (codes[i] & ~f.code_mask)
+        throw DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
+                                    in_path, codes[i], i, f.name, f.bits));
+    decode_array(codes, out, f);
+  }
+  write_by_extension(out_path, DType::f32, shape, as_bytes_of(out));
+}
+
+const bool registered = register_command(20, [](CLI::App& app) {
+  auto a = std::make_shared<CastArgs>();
+  auto* cast = app.add_subcommand("cast", "Cast float32 elements to a format (codes or values)");
+  cast->add_option("--to", a->to, "Target format (lpx formats lists them)")->required();
+  cast->add_option("--round", a->round, "rne (default), rna, rtz, rup, rdn or sr");
+  cast->add_option("--overflow", a->overflow,
+                   "ieee (default: Inf/NaN as ml_dtypes) or sat (clamp to +-max as CUDA satfinite)");
+  cast->add_option("--seed", a->seed, "Seed of the stochastic-rounding Philox stream");
+  cast->add_option("--stream", a->stream, "Philox stream (subsequence) for --round sr");
+  cast->add_option("--sr-bits", a->sr_bits, "Random bits per stochastic rounding (1..32)")
+      ->check(CLI::Range(1, 32));
+  cast->add_option("--emit", a->emit, "codes (default: one per byte, uint16 for 16-bit formats) "
+                                      "or values (float32 after the round trip)");
+  cast->add_option("--shape", a->shape, "Shape of a raw .f32 input, e.g. 64x128");
+  cast->add_option("--tensor", a->tensor, "Tensor to read from a .safetensors input");
+  cast->add_option("--threads", a->threads, "Threads (0: all)");
+  cast->add_option("IN", a->in, "Input: raw .f32, .npy (float32/float16/bfloat16), .safetensors, or -")
+      ->required();
+  cast->add_option("OUT", a->out, "Output: raw, .npy or .safetensors by extension, or -")->required();
+  cast->footer(
+      "Examples:\n"
+      "  lpx cast --to e4m3 x.f32 x.e4m3           codes as ml_dtypes' float8_e4m3fn cast gives\n"
+      "  lpx cast --to e2m1 --overflow sat --emit values x.npy y.npy\n"
+      "  lpx cast --to e2m1 --round sr --seed 7 --sr-bits 8 x.f32 codes.npy");
+  cast->callback([a, cast] { run_cast(*a, *cast); });
+
+  auto from = std::make_shared<std::string>();
+  auto din = std::make_shared<std::string>();
+  auto dout = std::make_shared<std::string>();
+  auto dshape = std::make_shared<std::string>();
+  auto* dec = app.add_subcommand("decode", "Decode codes of a format to float32");
+  dec->add_option("--from", *from, "Format of the codes")->required();
+  dec->add_option("--shape", *dshape, "Shape of a raw input, e.g. 64x128");
+  dec->add_option("IN", *din, "Codes: raw (one per byte; 16-bit formats little-endian uint16) "
+                              "or .npy of uint8/uint16")->required();
+  dec->add_option("OUT", *dout, "float32 output: raw, .npy or .safetensors by extension")->required();
+  dec->footer("Example:\n  lpx cast --to e5m2 x.f32 c.bin && lpx decode --from e5m2 c.bin y.f32");
+  dec->callback([=] { run_decode(*from, *din, *dout, *dshape); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
