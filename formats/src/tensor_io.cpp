@@ -283,7 +283,7 @@ class PyLiteralParser {
 };
 
 constexpr std::string_view kNpySupported =
-    "'<f4' float32, '<f2' float16, '|V2' or '<V2' bfloat16 (ml_dtypes), '|u1' uint8, '<u2' uint16";
+    "'<f4' float32, '<f2' float16, '<V2' or '|V2' bfloat16 (ml_dtypes), '|u1' uint8, '<u2' uint16";
 
 DType npy_dtype(const std::string& descr, const std::string& source) {
   if (descr == "<f4") return DType::f32;
@@ -298,7 +298,8 @@ const char* npy_descr(DType t) {
   switch (t) {
     case DType::f32: return "<f4";
     case DType::f16: return "<f2";
-    case DType::bf16: return "|V2";
+    // What np.save writes for an ml_dtypes.bfloat16 array (kind 'V', native order).
+    case DType::bf16: return "<V2";
     case DType::u8: return "|u1";
     case DType::u16: return "<u2";
     case DType::f8_e4m3:

@@ -186,7 +186,7 @@ TEST_CASE("npy header variants numpy and friends write") {
                             data))
             .tensors[0]
             .shape == std::vector<int64_t>{1, 2, 3});
-  // v3 exists for UTF-8; a header with UTF-8 whitespace-free text still parses.
+  // v3 (a UTF-8 header) with an ASCII header, which is UTF-8 too.
   CHECK(parse_npy(npy_bytes(3, kF32Dict, data)).tensors[0].numel() == 6);
 }
 
@@ -465,9 +465,44 @@ TEST_CASE("stdin: raw, .npy by magic, empty") {
   with_stdin(dir.file("empty"), [] { REQUIRE_DATA_ERROR(lpx::read_tensor_file("-"), "<stdin>: empty input"); });
 }
 
+namespace {
+// Independent reference: the value of a sign/exponent/mantissa code from its definition.
+// `fn`: no Inf, only S.1..1 (all exponent and mantissa bits set) is NaN (OCP E4M3).
+float reference_value(uint32_t code, int ebits, int mbits, bool fn) {
+  const uint32_t m = code & ((1u << mbits) - 1);
+  const uint32_t e = (code >> mbits) & ((1u << ebits) - 1);
+  const bool negative = (code >> (ebits + mbits)) & 1u;
+  const int bias = (1 << (ebits - 1)) - 1;
+  const uint32_t emax_field = (1u << ebits) - 1;
+  float v = 0;
+  if (e == emax_field && !fn) {
+    v = m == 0 ? INFINITY : NAN;
+  } else if (fn && e == emax_field && m == (1u << mbits) - 1) {
+    v = NAN;
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<float>(m), 1 - bias - mbits);
+  } else {
+    v = std::ldexp(static_cast<float>(m + (1u << mbits)), static_cast<int>(e) - bias - mbits);
+  }
+  return negative ? -v : v;
+}
+
+void check_all_codes(const std::vector<float>& got, int ebits, int mbits, bool fn) {
+  for (uint32_t c = 0; c < got.size(); ++c) {
+    const float want = reference_value(c, ebits, mbits, fn);
+    INFO("code " << c);
+    if (std::isnan(want)) {
+      REQUIRE(std::isnan(got[c]));
+    } else {
+      REQUIRE(std::bit_cast<uint32_t>(got[c]) == std::bit_cast<uint32_t>(want));
+    }
+  }
+}
+}  // namespace
+
 TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
-  // Spot values from the format definitions; every code must decode without throwing and
-  // re-encode to the same float bit pattern for finite values of bf16 (a pure shift).
+  // Every code against its definition (reference_value), plus spot values; bf16 must keep
+  // the exact bit pattern, NaN payloads included (it is the top half of a float32).
   std::vector<uint16_t> all(65536);
   for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
   lpx::TensorRef t;
@@ -480,6 +515,7 @@ TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
 
   t.dtype = DType::f16;
   const auto h = lpx::to_float32(t);
+  check_all_codes(h, 5, 10, false);
   CHECK(h[0x7BFF] == 65504.0f);
   CHECK(std::isinf(h[0x7C00]));
   CHECK(std::isnan(h[0x7E00]));
@@ -493,6 +529,7 @@ TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
   e.shape = {256};
   e.bytes = span_of(codes);
   const auto e4 = lpx::to_float32(e);
+  check_all_codes(e4, 4, 3, true);
   CHECK(e4[0x7E] == 448.0f);
   CHECK(std::isnan(e4[0x7F]));
   CHECK(std::isnan(e4[0xFF]));
@@ -500,6 +537,7 @@ TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
   CHECK(e4[0x08] == std::ldexp(1.0f, -6));
   e.dtype = DType::f8_e5m2;
   const auto e5 = lpx::to_float32(e);
+  check_all_codes(e5, 5, 2, false);
   CHECK(std::isinf(e5[0x7C]));
   CHECK(std::isnan(e5[0x7D]));
   CHECK(e5[0xFB] == -57344.0f);
@@ -517,7 +555,7 @@ TEST_CASE("write_npy round trips and lays out the file as numpy does") {
     const char* descr;
   };
   const std::vector<Case> cases = {{DType::f32, {2, 3}, &f32, "'<f4'"}, {DType::f16, {3}, &h16, "'<f2'"},
-                                   {DType::bf16, {3, 1}, &h16, "'|V2'"}, {DType::u16, {3}, &h16, "'<u2'"},
+                                   {DType::bf16, {3, 1}, &h16, "'<V2'"}, {DType::u16, {3}, &h16, "'<u2'"},
                                    {DType::u8, {3}, &u8, "'|u1'"},       {DType::f32, {}, &f32, "'<f4'"},
                                    {DType::f32, {0}, &f32, "'<f4'"}};
   for (const auto& c : cases) {

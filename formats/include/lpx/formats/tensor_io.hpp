@@ -59,8 +59,8 @@ TensorFile read_tensor_file(const std::string& path, const std::vector<int64_t>&
 // and call these; the fuzz targets call them directly). The returned tensors point into
 // `data`, which the caller keeps alive; `storage` is null. `source` prefixes messages.
 //
-// .npy: versions 1.0, 2.0, 3.0; C order; descr '<f4', '<f2', '|u1', '<u2', and '|V2' or
-// '<V2' read as bfloat16 (that is how numpy saves an ml_dtypes.bfloat16 array).
+// .npy: versions 1.0, 2.0, 3.0; C order; descr '<f4', '<f2', '|u1', '<u2', and '<V2' or
+// '|V2' read as bfloat16 (np.save writes an ml_dtypes.bfloat16 array as '<V2').
 TensorFile parse_npy(std::span<const std::byte> data, const std::string& source = "<memory>");
 // .safetensors: dtypes F32, F16, BF16, F8_E4M3, F8_E5M2, U8, U16. The data section must be
 // covered exactly by the tensors (no holes, no overlaps, as the format requires). Tensors
@@ -90,10 +90,10 @@ struct TensorOut {
 // A tensor whose bytes do not match its shape and dtype is std::invalid_argument.
 //
 // write_npy writes version 1.0 (2.0 when the header needs more than 65535 bytes) with the
-// data starting at a multiple of 64 bytes, as numpy does. bfloat16 is written as '|V2',
-// numpy's descr for the 2-byte void that ml_dtypes.bfloat16 arrays are saved as: numpy
-// loads it as dtype('V2'), `.view(ml_dtypes.bfloat16)` restores it, and read_tensor_file
-// reads it back as bfloat16. float8 has no unambiguous .npy descr (both would be '|V1'),
+// data starting at a multiple of 64 bytes, as numpy does. bfloat16 is written as '<V2',
+// the 2-byte void descr that np.save writes for an ml_dtypes.bfloat16 array: numpy loads
+// it as dtype('V2'), `.view(ml_dtypes.bfloat16)` restores it, and read_tensor_file reads
+// it (and '|V2') back as bfloat16. float8 has no unambiguous .npy descr (both would be '<V1'),
 // so write_npy rejects it with a DataError: use .safetensors or write the codes as uint8.
 //
 // write_safetensors keeps the given tensor order for the header and the data, writes
