@@ -1,0 +1,561 @@
+// Block-scaled quantization (quantize.hpp): block layout, scale rules, the per-block
+// kernels (amax, scale, cast) and their OpenMP driver. Element rounding is always the
+// scalar codec's (lpx::encode / lpx::decode); this file only computes scales.
+#include "lpx/formats/quantize.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "lpx/formats/codec.hpp"
+#include "lpx/numerics/float_bits.hpp"
+#include "lpx/numerics/philox.hpp"
+
+namespace lpx {
+
+// ---------------------------------------------------------------------------------------
+// Amax history (delayed scaling).
+
+AmaxHistory::AmaxHistory(size_t length, Reduction reduction)
+    : length_(length == 0 ? 1 : length), reduction_(reduction) {}
+
+void AmaxHistory::push(float amax) {
+  values_.push_back(amax);
+  while (values_.size() > length_) values_.pop_front();
+}
+
+float AmaxHistory::amax() const {
+  if (values_.empty()) return 0.0f;
+  if (reduction_ == Reduction::most_recent) return values_.back();
+  float m = 0.0f;
+  for (float v : values_) m = std::max(m, v);
+  return m;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Layout: blocks are boxes of the C-order tensor. Every block kind reduces to a 2-D
+// strided box (rows x cols), so one kernel serves 1xN along any axis, tiles and tensors.
+
+struct Box {
+  int64_t base = 0;  // flat index of the first element
+  int64_t rows = 1, row_stride = 0;
+  int64_t cols = 0, col_stride = 1;
+  int64_t size() const { return rows * cols; }
+};
+
+struct Layout {
+  std::vector<int64_t> shape, ext, grid, stride;
+  BlockShape::Kind kind = BlockShape::Kind::vector;
+  int row_axis = -1, col_axis = -1;
+  int64_t numel = 1, nblocks = 1;
+
+  Box box(int64_t b) const {
+    Box out;
+    if (kind == BlockShape::Kind::tensor) {
+      out.cols = numel;
+      return out;
+    }
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
+      const int64_t c = b % grid[d];
+      b /= grid[d];
+      const int64_t start = c * ext[d];
+      out.base += start * stride[d];
+      const int64_t n = std::min(ext[d], shape[d] - start);
+      if (d == row_axis) {
+        out.rows = n;
+        out.row_stride = stride[d];
+      }
+      if (d == col_axis) {
+        out.cols = n;
+        out.col_stride = stride[d];
+      }
+    }
+    return out;
+  }
+};
+
+int resolve_axis(int axis, size_t rank) {
+  const int r = static_cast<int>(rank);
+  const int a = axis < 0 ? axis + r : axis;
+  if (a < 0 || a >= r)
+    throw std::invalid_argument(
+        fmt::format("block axis {} is out of range for a tensor of rank {}", axis, rank));
+  return a;
+}
+
+Layout make_layout(std::span<const int64_t> shape_in, const BlockFormat& f) {
+  Layout L;
+  L.shape.assign(shape_in.begin(), shape_in.end());
+  if (L.shape.empty()) L.shape.push_back(1);  // a 0-D tensor is one element
+  const size_t r = L.shape.size();
+  for (int64_t d : L.shape)
+    if (d < 0) throw std::invalid_argument("tensor shape has a negative dimension");
+  L.kind = f.block.kind;
+  L.ext.assign(r, 1);
+  L.stride.assign(r, 1);
+  for (size_t d = r - 1; d > 0; --d) L.stride[d - 1] = L.stride[d] * L.shape[d];
+  L.numel = 1;
+  for (int64_t d : L.shape) L.numel *= d;
+  switch (f.block.kind) {
+    case BlockShape::Kind::vector:
+      L.col_axis = resolve_axis(f.block.axis, r);
+      L.ext[L.col_axis] = f.block.length;
+      break;
+    case BlockShape::Kind::channel:
+      L.col_axis = resolve_axis(f.block.axis, r);
+      L.ext[L.col_axis] = std::max<int64_t>(L.shape[L.col_axis], 1);
+      break;
+    case BlockShape::Kind::tile:
+      L.col_axis = static_cast<int>(r) - 1;
+      L.ext[L.col_axis] = f.block.cols;
+      if (r >= 2) {
+        L.row_axis = static_cast<int>(r) - 2;
+        L.ext[L.row_axis] = f.block.rows;
+      }
+      break;
+    case BlockShape::Kind::tensor:
+      for (size_t d = 0; d < r; ++d) L.ext[d] = std::max<int64_t>(L.shape[d], 1);
+      break;
+  }
+  L.grid.resize(r);
+  L.nblocks = 1;
+  for (size_t d = 0; d < r; ++d) {
+    L.grid[d] = (L.shape[d] + L.ext[d] - 1) / L.ext[d];
+    L.nblocks *= L.grid[d];
+  }
+  return L;
+}
+
+// ---------------------------------------------------------------------------------------
+// Scale rules from float32 bits (exact integer arithmetic; block_format.hpp).
+
+// floor(log2 a) of a positive finite float given by its bits (subnormals included).
+int floor_log2_bits(uint32_t b) {
+  const uint32_t biased = b >> 23;
+  if (biased != 0) return static_cast<int>(biased) - kF32Bias;
+  return static_cast<int>(std::bit_width(b)) - 1 - 149;  // b = m, value m * 2^-149
+}
+// The significand of a positive finite float, normalized to 24 bits (1.xxx * 2^23).
+uint32_t significand24(uint32_t b) {
+  if ((b >> 23) != 0) return (b & 0x7fffffu) | 0x800000u;
+  return b << (24 - std::bit_width(b));
+}
+
+struct ElementLimits {
+  float max_elem = 0;
+  int emax = 0;          // floor(log2 max_elem)
+  uint32_t max_sig = 0;  // significand24(max_elem)
+  int mbits = 0;         // mantissa width for the `even` rule
+};
+
+ElementLimits limits_of(const ElementFormat& e) {
+  ElementLimits l;
+  l.max_elem = static_cast<float>(max_finite(e));
+  const uint32_t b = float_to_bits(l.max_elem);
+  l.emax = floor_log2_bits(b);
+  l.max_sig = significand24(b);
+  l.mbits = e.is_integer ? std::max(0, e.bits - 2) : e.mantissa_bits;
+  return l;
+}
+
+// The unclamped scale exponent X of a block with finite amax > 0 (amax_bits = its bits).
+int scale_exponent(uint32_t amax_bits, ScaleRule rule, const ElementLimits& l) {
+  const int e = floor_log2_bits(amax_bits);
+  switch (rule) {
+    case ScaleRule::floor: return e - l.emax;
+    case ScaleRule::ceil: {
+      // amax is a power of two iff its normalized significand is exactly 2^23.
+      const bool pow2 = significand24(amax_bits) == 0x800000u;
+      return e + (pow2 ? 0 : 1) - l.emax;
+    }
+    case ScaleRule::rceil:
+      // amax / max_elem = (a / m) * 2^(e - emax) with a, m in [1, 2): the ceil of its
+      // log2 is e - emax, plus one iff a > m (a == m is exact, a < m lies in (-1, 0)).
+      return e - l.emax + (significand24(amax_bits) > l.max_sig ? 1 : 0);
+    case ScaleRule::even: {
+      // Round amax half-up to 1 + mbits significant bits by adding half an ulp of that
+      // width to the float32 bits (a carry moves into the exponent field), then floor.
+      const uint32_t rounded = amax_bits + (1u << (22 - l.mbits));
+      const uint32_t biased = rounded >> 23;
+      // A subnormal amax that stays subnormal keeps its own floor (its scale clamps).
+      return (biased != 0 ? static_cast<int>(biased) - kF32Bias : e) - l.emax;
+    }
+  }
+  return 0;
+}
+
+// x * 2^k for k in [-127, 127], exact, except that a result below float32's normal range
+// is rounded to odd: it keeps a sticky bit, so the element rounding that follows (to a
+// grid far coarser than 2^-149) decides exactly as on the exact product.
+float mul_pow2_exact(float x, int k) {
+  const float y = x * pow2f(k);  // exact whenever the result is normal (or 0 / Inf / NaN)
+  if (!(std::fabs(y) <= FLT_MIN) || x == 0.0f) return y;
+  const double d = static_cast<double>(x) * std::ldexp(1.0, k);  // exact in double
+  if (static_cast<double>(y) == d) return y;
+  const float t = std::fabs(static_cast<double>(y)) > std::fabs(d) ? std::nextafter(y, 0.0f) : y;
+  return bits_to_float(float_to_bits(t) | 1u);
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-block kernels. These are the pieces a SIMD implementation replaces; each is a plain
+// function of (input, box, context) so it can be swapped block by block.
+
+struct Context {
+  const BlockFormat* f = nullptr;
+  ElementLimits lim;
+  QuantizeOptions opt;
+  float tensor_enc = 1.0f, tensor_dec = 1.0f;  // e4m3 two-level: s_enc, s_dec
+  float history_amax = 0.0f;
+};
+
+// The input as the scale sees it: float32 subnormals zeroed when the option says so.
+inline float prepare(float x, const QuantizeOptions& opt) {
+  if (opt.flush_subnormal_inputs && (float_to_bits(x) & kF32AbsMask) < 0x800000u)
+    x = std::copysign(0.0f, x);
+  return x;
+}
+// The input as the element cast sees it: the 3/4 headroom is applied after the scale was
+// chosen from the unscaled amax, so |x * 3/4| / scale stays below the element's max and
+// stochastic rounding cannot clip (Tseng et al. 2025, section 3.2).
+inline float prepare_element(float x, const QuantizeOptions& opt) {
+  const float p = prepare(x, opt);
+  return opt.headroom_3_4 ? p * 0.75f : p;
+}
+
+// Maxima of |x'| as float32 bits: over all elements (>= Inf bits: the block has a NaN or
+// an Inf) and over finite elements only. Bits compare like magnitudes.
+struct Amax {
+  uint32_t all = 0, finite = 0;
+  void add(uint32_t abs_bits) {
+    all = std::max(all, abs_bits);
+    if (abs_bits < kF32InfBits) finite = std::max(finite, abs_bits);
+  }
+  void merge(const Amax& o) {
+    all = std::max(all, o.all);
+    finite = std::max(finite, o.finite);
+  }
+  bool nonfinite() const { return all >= kF32InfBits; }
+};
+
+Amax block_amax(const float* x, const Box& b, const QuantizeOptions& opt) {
+  Amax a;
+  for (int64_t r = 0; r < b.rows; ++r) {
+    const float* row = x + b.base + r * b.row_stride;
+    for (int64_t c = 0; c < b.cols; ++c)
+      a.add(float_to_bits(prepare(row[c * b.col_stride], opt)) & kF32AbsMask);
+  }
+  return a;
+}
+
+// One block's scale: how to encode (x -> scaled) and how to decode (v * dec).
+struct BlockScale {
+  bool nan = false;
+  bool clamped = false;
+  int exponent = 0;     // power-of-two scales: X
+  float enc = 1.0f;     // fp32 / e4m3: the encode multiplier
+  float dec = 1.0f;     // decode multiplier: 2^X, s_dec, float(s_dec_b); NaN for NaN blocks
+  uint8_t code = 0;     // e8m0 / e4m3 code
+};
+
+BlockScale block_scale(const Amax& a, const Context& ctx) {
+  const BlockFormat& f = *ctx.f;
+  BlockScale s;
+  const float qnan = bits_to_float(kF32QuietNanBits);
+  if (a.nonfinite()) {
+    s.nan = true;
+    s.dec = qnan;
+    s.enc = qnan;
+    s.code = f.scale == ScaleFormat::e4m3 ? static_cast<uint8_t>(fmt8::e4m3fn.nan_code)
+                                          : static_cast<uint8_t>(fmt8::e8m0.nan_code);
+    return s;
+  }
+  const float amax = bits_to_float(a.all);
+  switch (f.scale) {
+    case ScaleFormat::e8m0:
+    case ScaleFormat::pow2: {
+      int x = -127;  // all-zero block: the smallest scale, 2^-127 (code 0x00)
+      if (a.all != 0) {
+        const int raw = scale_exponent(a.all, f.rule, ctx.lim);
+        x = std::clamp(raw, -127, 127);
+        s.clamped = x != raw;
+      }
+      s.exponent = x;
+      s.code = static_cast<uint8_t>(x + 127);
+      s.dec = pow2f(x);
+      break;
+    }
+    case ScaleFormat::fp32: {
+      const float am = ctx.opt.history != nullptr ? ctx.history_amax : amax;
+      float enc = 1.0f;
+      if (am > 0.0f) {
+        // Transformer Engine: scale = max_fp8 / amax / 2^margin, in float32.
+        enc = std::ldexp(ctx.lim.max_elem / am, -ctx.opt.margin);
+        if (!(enc <= FLT_MAX)) {
+          enc = FLT_MAX;
+          s.clamped = true;
+        }
+      }
+      s.enc = enc;
+      s.dec = 1.0f / enc;
+      break;
+    }
+    case ScaleFormat::e4m3: {
+      // NVFP4 (RECIPES.md): s_dec_b = e4m3_rne_satfinite(amax_b * s_enc / max_elem), left to
+      // right in float32; s_enc_b = min(1 / (float(s_dec_b) * s_dec), FLT_MAX).
+      const float v = (amax * ctx.tensor_enc) / ctx.lim.max_elem;
+      s.code = static_cast<uint8_t>(encode(v, fmt8::e4m3fn, Rounding::rne, Overflow::sat));
+      s.dec = decode(s.code, fmt8::e4m3fn);
+      s.enc = std::min(1.0f / (s.dec * ctx.tensor_dec), FLT_MAX);
+      s.clamped = a.all != 0 && s.dec == 0.0f;
+      break;
+    }
+  }
+  return s;
+}
+
+// The float32 value of one element code under its block scale (quantize.hpp).
+inline float dequant_value(uint32_t code, float dec, const ElementFormat& e, bool two_level,
+                           float tensor_dec, bool headroom) {
+  float v = decode(code, e) * dec;
+  if (two_level) v = v * tensor_dec;
+  if (headroom) v = v / 0.75f;
+  return v;
+}
+
+void cast_block(const float* x, const Box& b, const BlockScale& s, const Context& ctx,
+                uint8_t* codes, QuantizeStats& st) {
+  const BlockFormat& f = *ctx.f;
+  const QuantizeOptions& o = ctx.opt;
+  const bool pow2 = f.power_of_two_scale();
+  const bool two_level = f.two_level();
+  for (int64_t r = 0; r < b.rows; ++r) {
+    const int64_t row = b.base + r * b.row_stride;
+    for (int64_t c = 0; c < b.cols; ++c) {
+      const int64_t i = row + c * b.col_stride;
+      if (s.nan) {
+        codes[i] = 0;
+        continue;
+      }
+      const float xi = x[i];
+      const float p = prepare_element(xi, o);
+      const float scaled = pow2 ? mul_pow2_exact(p, -s.exponent) : p * s.enc;
+      const uint32_t rnd =
+          o.round == Rounding::sr ? random_bits(o.seed, o.stream, static_cast<uint64_t>(i)) : 0u;
+      const uint32_t code = encode(scaled, f.element, o.round, o.overflow, rnd, o.sr_bits);
+      codes[i] = static_cast<uint8_t>(code);
+      if (!std::isfinite(xi)) continue;
+      if (std::fabs(scaled) > ctx.lim.max_elem && !(two_level && s.dec == 0.0f)) ++st.saturated;
+      if (xi != 0.0f &&
+          dequant_value(code, s.dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4) == 0.0f)
+        ++st.flushed;
+    }
+  }
+}
+
+int thread_count(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
+
+// Chunks of a per-tensor block, so one huge block still uses every thread. The split
+// never changes a result: amax is a max and elements are independent.
+constexpr int64_t kChunk = int64_t{1} << 15;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+
+std::vector<int64_t> block_extents(std::span<const int64_t> shape, const BlockFormat& format) {
+  validate(format);
+  return make_layout(shape, format).ext;
+}
+
+std::vector<int64_t> scale_grid_shape(std::span<const int64_t> shape, const BlockFormat& format) {
+  validate(format);
+  return make_layout(shape, format).grid;
+}
+
+QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
+                         const QuantizeOptions& opt) {
+  validate(format);
+  const Layout L = make_layout(x.shape, format);
+  if (static_cast<int64_t>(x.data.size()) != L.numel)
+    throw std::invalid_argument(fmt::format(
+        "quantize: the shape has {} elements but the data has {}", L.numel, x.data.size()));
+  if (opt.history != nullptr &&
+      (format.block.kind != BlockShape::Kind::tensor || format.scale != ScaleFormat::fp32))
+    throw std::invalid_argument(
+        "quantize: delayed scaling (an amax history) needs per-tensor blocks with fp32 scales");
+  if (opt.sr_bits < 1 || opt.sr_bits > kMaxSrBits)
+    throw std::invalid_argument(fmt::format("quantize: sr_bits must be in [1, {}]", kMaxSrBits));
+
+  QuantizedTensor q;
+  q.shape.assign(x.shape.begin(), x.shape.end());
+  q.format = format;
+  if (format.block.kind == BlockShape::Kind::vector ||
+      format.block.kind == BlockShape::Kind::channel)
+    q.format.block.axis = L.col_axis;
+  q.scale_shape = L.grid;
+  if (x.shape.empty()) q.scale_shape.clear();  // 0-D in, 0-D scale
+  q.headroom_3_4 = opt.headroom_3_4;
+  q.codes.assign(static_cast<size_t>(L.numel), 0);
+  const bool coded_scale = format.scale == ScaleFormat::e8m0 || format.scale == ScaleFormat::e4m3;
+  const size_t nb = static_cast<size_t>(L.nblocks);
+  if (coded_scale) q.scale_codes.assign(nb, 0);
+  else q.scale_values.assign(nb, 0.0f);
+  if (L.numel == 0) return q;
+
+  Context ctx;
+  ctx.f = &format;
+  ctx.lim = limits_of(format.element);
+  ctx.opt = opt;
+  if (opt.history != nullptr) ctx.history_amax = opt.history->amax();
+  const float* xp = x.data.data();
+  uint8_t* codes = q.codes.data();
+  const int threads = thread_count(opt.threads);
+  const bool per_tensor = format.block.kind == BlockShape::Kind::tensor;
+  int64_t clamped = 0, saturated = 0, flushed = 0;
+
+  auto store_scale = [&](int64_t b, const BlockScale& s) {
+    if (s.clamped) ++clamped;
+    if (coded_scale) q.scale_codes[static_cast<size_t>(b)] = s.code;
+    else q.scale_values[static_cast<size_t>(b)] = s.dec;
+  };
+
+  if (!per_tensor && !format.two_level()) {
+    // The common case (MX, 1x128, 128x128, per-row): one pass per block, amax -> scale -> cast.
+    uint32_t finite_max = 0;
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) \
+    reduction(+ : clamped, saturated, flushed) reduction(max : finite_max)
+    for (int64_t b = 0; b < L.nblocks; ++b) {
+      const Box box = L.box(b);
+      const Amax a = block_amax(xp, box, opt);
+      finite_max = std::max(finite_max, a.finite);
+      const BlockScale s = block_scale(a, ctx);
+      if (s.clamped) ++clamped;
+      if (coded_scale) q.scale_codes[static_cast<size_t>(b)] = s.code;
+      else q.scale_values[static_cast<size_t>(b)] = s.dec;
+      QuantizeStats st;
+      cast_block(xp, box, s, ctx, codes, st);
+      saturated += st.saturated;
+      flushed += st.flushed;
+    }
+    q.amax = bits_to_float(finite_max);
+  } else {
+    // Per-tensor blocks and NVFP4's two-level scale need an amax over the whole tensor
+    // before any element is cast: pass 1 amax per work unit, pass 2 scale and cast.
+    const int64_t units = per_tensor ? (L.numel + kChunk - 1) / kChunk : L.nblocks;
+    auto unit_box = [&](int64_t u) {
+      if (!per_tensor) return L.box(u);
+      Box b;
+      b.base = u * kChunk;
+      b.cols = std::min(kChunk, L.numel - b.base);
+      return b;
+    };
+    std::vector<Amax> amax(static_cast<size_t>(units));
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
+    for (int64_t u = 0; u < units; ++u) amax[static_cast<size_t>(u)] = block_amax(xp, unit_box(u), opt);
+    Amax total;
+    for (const Amax& a : amax) total.merge(a);
+    q.amax = bits_to_float(total.finite);
+    if (format.two_level()) {
+      // s_enc = (max_elem * 448) / amax_t over finite values, capped; 1 when amax_t is 0.
+      const float amax_t = bits_to_float(total.finite);
+      float enc = 1.0f;
+      if (amax_t > 0.0f) enc = std::min((ctx.lim.max_elem * 448.0f) / amax_t, FLT_MAX);
+      ctx.tensor_enc = enc;
+      ctx.tensor_dec = 1.0f / enc;
+      q.tensor_scale = ctx.tensor_dec;
+    }
+    std::vector<BlockScale> scales;
+    if (per_tensor) {
+      scales.push_back(block_scale(total, ctx));
+      store_scale(0, scales[0]);
+    } else {
+      scales.resize(nb);
+      for (int64_t b = 0; b < L.nblocks; ++b) {
+        scales[static_cast<size_t>(b)] = block_scale(amax[static_cast<size_t>(b)], ctx);
+        store_scale(b, scales[static_cast<size_t>(b)]);
+      }
+    }
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) \
+    reduction(+ : saturated, flushed)
+    for (int64_t u = 0; u < units; ++u) {
+      QuantizeStats st;
+      cast_block(xp, unit_box(u), scales[per_tensor ? 0 : static_cast<size_t>(u)], ctx, codes, st);
+      saturated += st.saturated;
+      flushed += st.flushed;
+    }
+  }
+  q.stats.clamped_scales = clamped;
+  q.stats.saturated = saturated;
+  q.stats.flushed = flushed;
+  return q;
+}
+
+void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
+  const BlockFormat& f = q.format;
+  validate(f);
+  const Layout L = make_layout(q.shape, f);
+  if (static_cast<int64_t>(out.size()) != L.numel || static_cast<int64_t>(q.codes.size()) != L.numel)
+    throw std::invalid_argument(fmt::format(
+        "dequantize: the shape has {} elements but the codes have {} and the output {}", L.numel,
+        q.codes.size(), out.size()));
+  const bool coded_scale = f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
+  const size_t nscales = coded_scale ? q.scale_codes.size() : q.scale_values.size();
+  if (static_cast<int64_t>(nscales) != L.nblocks)
+    throw std::invalid_argument(fmt::format(
+        "dequantize: {} block scales for {} blocks", nscales, L.nblocks));
+  if (f.two_level() && !q.tensor_scale)
+    throw std::invalid_argument("dequantize: a two-level (e4m3) format needs its tensor scale");
+  const float tensor_dec = q.tensor_scale.value_or(1.0f);
+  const bool two_level = f.two_level();
+  auto block_dec = [&](int64_t b) -> float {
+    const size_t i = static_cast<size_t>(b);
+    switch (f.scale) {
+      case ScaleFormat::e8m0: return decode(q.scale_codes[i], fmt8::e8m0);  // 0xFF: NaN
+      case ScaleFormat::e4m3: return decode(q.scale_codes[i], fmt8::e4m3fn);
+      default: return q.scale_values[i];
+    }
+  };
+  const uint8_t* codes = q.codes.data();
+  float* o = out.data();
+  const ElementFormat e = f.element;
+  const bool headroom = q.headroom_3_4;
+  auto run_box = [&](const Box& b, float dec) {
+    for (int64_t r = 0; r < b.rows; ++r)
+      for (int64_t c = 0; c < b.cols; ++c) {
+        const int64_t i = b.base + r * b.row_stride + c * b.col_stride;
+        o[i] = dequant_value(codes[i], dec, e, two_level, tensor_dec, headroom);
+      }
+  };
+  const int nt = thread_count(threads);
+  if (f.block.kind == BlockShape::Kind::tensor) {
+    const float dec = L.numel > 0 ? block_dec(0) : 1.0f;
+    const int64_t units = (L.numel + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t u = 0; u < units; ++u) {
+      Box b;
+      b.base = u * kChunk;
+      b.cols = std::min(kChunk, L.numel - b.base);
+      run_box(b, dec);
+    }
+  } else {
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
+    for (int64_t b = 0; b < L.nblocks; ++b) run_box(L.box(b), block_dec(b));
+  }
+}
+
+QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
+                              const BlockFormat& format, const QuantizeOptions& opt) {
+  QuantizedTensor q = quantize(x, format, opt);
+  dequantize(q, out, opt.threads);
+  return q;
+}
+
+}  // namespace lpx
