@@ -1,0 +1,252 @@
+// `lpx analyze [--formats LIST] FILE...`: what each format does to each tensor — SQNR,
+// MSE, max absolute and relative error, % flushed, % saturated, % of blocks whose scale
+// clamped — as one aligned table sorted by worst SQNR, or --json.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli_util.hpp"
+#include "command.hpp"
+#include "lpx/formats/block_format.hpp"
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/quantize.hpp"
+
+namespace lpx::cli {
+namespace {
+
+constexpr const char* kDefaultFormats =
+    "mxfp8_e4m3,mxfp8_e5m2,mxfp6_e3m2,mxfp6_e2m3,mxfp4,nvfp4,fp8_tensor,fp8_block128,bfloat16";
+
+struct Row {
+  std::string file, tensor, format;
+  int64_t elements = 0, nonfinite = 0;
+  double sqnr_db = 0, mse = 0, max_abs = 0, max_rel = 0;
+  double flushed_pct = 0, saturated_pct = 0, clamped_pct = 0;
+  std::string note;  // why a format does not apply to a tensor
+};
+
+struct AnalyzeArgs {
+  std::vector<std::string> files, tensors;
+  std::string formats = kDefaultFormats, shape, round = "rne";
+  uint64_t seed = 0;
+  bool json = false;
+};
+
+// Errors of y against x over the finite inputs (non-finite inputs are counted apart).
+void error_stats(std::span<const float> x, std::span<const float> y, Row& r) {
+  double signal = 0, noise = 0;
+  int64_t finite = 0, nonzero = 0, flushed = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (!std::isfinite(x[i])) {
+      ++r.nonfinite;
+      continue;
+    }
+    ++finite;
+    const double xv = x[i], err = static_cast<double>(y[i]) - xv;
+    signal += xv * xv;
+    noise += err * err;
+    r.max_abs = std::max(r.max_abs, std::fabs(err));
+    if (xv != 0) {
+      ++nonzero;
+      r.max_rel = std::max(r.max_rel, std::fabs(err / xv));
+      flushed += y[i] == 0 ? 1 : 0;
+    }
+  }
+  r.mse = finite ? noise / static_cast<double>(finite) : 0;
+  r.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(signal / noise);
+  r.flushed_pct = nonzero ? 100.0 * static_cast<double>(flushed) / static_cast<double>(nonzero) : 0;
+}
+
+Row analyze_one(std::span<const float> x, const std::vector<int64_t>& shape,
+                const std::string& format_name, const AnalyzeArgs& a) {
+  Row r;
+  r.format = format_name;
+  r.elements = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size());
+  const Rounding round = rounding_by_name(a.round);
+  BlockFormat block;
+  bool is_block = true;
+  try {
+    block = parse_block_format(format_name);
+  } catch (const std::invalid_argument&) {
+    is_block = false;
+  }
+  if (is_block) {
+    QuantizeOptions opt;
+    opt.round = round;
+    opt.seed = a.seed;
+    try {
+      const QuantizedTensor q = fake_quantize({x, shape}, y, block, opt);
+      int64_t blocks = 1;
+      for (int64_t d : q.scale_shape) blocks *= d;
+      r.clamped_pct = blocks ? 100.0 * static_cast<double>(q.stats.clamped_scales) / static_cast<double>(blocks) : 0;
+      r.saturated_pct = x.empty() ? 0 : 100.0 * static_cast<double>(q.stats.saturated) / static_cast<double>(x.size());
+    } catch (const std::invalid_argument& e) {
+      r.note = e.what();
+      return r;
+    }
+  } else {
+    const ElementFormat f = format_by_name(format_name);  // throws with the known names
+    CastOptions opt;
+    opt.round = round;
+    opt.overflow = Overflow::sat;
+    opt.seed = a.seed;
+    fake_cast_array(x, y, f, opt);
+    const double top = max_finite(f);
+    int64_t saturated = 0;
+    for (float v : x) saturated += std::isfinite(v) && std::fabs(v) > top ? 1 : 0;
+    r.saturated_pct = x.empty() ? 0 : 100.0 * static_cast<double>(saturated) / static_cast<double>(x.size());
+  }
+  error_stats(x, y, r);
+  return r;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += fmt::format("{}{}", s.empty() ? "" : "x", d);
+  return s.empty() ? "scalar" : s;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string json_number(double v) {
+  if (std::isnan(v)) return "null";
+  if (std::isinf(v)) return v > 0 ? "\"inf\"" : "\"-inf\"";
+  return fmt::format("{}", v);
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<int>(c));
+      continue;
+    }
+    out += c;
+  }
+  return out + "\"";
+}
+
+void run_analyze(const AnalyzeArgs& a) {
+  const std::vector<std::string> formats = split_list(a.formats);
+  if (formats.empty()) throw UsageError("--formats needs at least one format");
+  // Check every format name before reading any data, so a typo fails fast (exit 2).
+  for (const std::string& f : formats) {
+    try {
+      parse_block_format(f);
+    } catch (const std::invalid_argument&) {
+      try {
+        format_by_name(f);
+      } catch (const std::invalid_argument&) {
+        throw UsageError(fmt::format("unknown format '{}' (block presets: {}; or an element "
+                                     "format, `lpx formats` lists them; or a block spec such "
+                                     "as e2m1:b32:e8m0:rceil)", f, fmt::join(block_preset_names(), ", ")));
+      }
+    }
+  }
+  std::vector<Row> rows;
+  std::vector<int64_t> raw_shape;
+  if (!a.shape.empty()) raw_shape = parse_shape(a.shape);
+  for (const std::string& path : a.files) {
+    const TensorFile file = read_tensor_file(path, raw_shape, a.tensors);
+    if (file.tensors.empty()) throw DataError(path + ": no tensors in file");
+    for (const TensorRef& t : file.tensors) {
+      if (t.numel() == 0) throw DataError(fmt::format("{}: tensor '{}' is empty", path, t.name));
+      std::vector<float> converted;
+      std::span<const float> x;
+      if (t.dtype == DType::f32) {
+        x = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
+      } else {
+        converted = to_float32(t);
+        x = converted;
+      }
+      for (const std::string& f : formats) {
+        Row r = analyze_one(x, t.shape, f, a);
+        r.file = path;
+        r.tensor = fmt::format("{}{}[{}]", t.name.empty() ? "" : t.name, t.name.empty() ? "" : " ",
+                               shape_text(t.shape));
+        rows.push_back(std::move(r));
+      }
+    }
+  }
+  // Worst SQNR first; rows where the format did not apply go last.
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& l, const Row& r) {
+    if (l.note.empty() != r.note.empty()) return l.note.empty();
+    return l.sqnr_db < r.sqnr_db;
+  });
+  if (a.json) {
+    fmt::print("[\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      fmt::print("  {{\"file\": {}, \"tensor\": {}, \"format\": {}, \"elements\": {}, "
+                 "\"nonfinite\": {}, \"sqnr_db\": {}, \"mse\": {}, \"max_abs_error\": {}, "
+                 "\"max_rel_error\": {}, \"flushed_pct\": {}, \"saturated_pct\": {}, "
+                 "\"clamped_blocks_pct\": {}, \"note\": {}}}{}\n",
+                 json_string(r.file), json_string(r.tensor), json_string(r.format), r.elements,
+                 r.nonfinite, json_number(r.sqnr_db), json_number(r.mse), json_number(r.max_abs),
+                 json_number(r.max_rel), json_number(r.flushed_pct), json_number(r.saturated_pct),
+                 json_number(r.clamped_pct), json_string(r.note), i + 1 < rows.size() ? "," : "");
+    }
+    fmt::print("]\n");
+    return;
+  }
+  size_t wt = 6, wf = 6;
+  for (const Row& r : rows) {
+    wt = std::max(wt, r.tensor.size() + (a.files.size() > 1 ? r.file.size() + 1 : 0));
+    wf = std::max(wf, r.format.size());
+  }
+  fmt::print("{:<{}}  {:<{}}  {:>8}  {:>10}  {:>10}  {:>9}  {:>8}  {:>8}  {:>8}\n", "tensor", wt,
+             "format", wf, "SQNR dB", "MSE", "max |err|", "max rel", "flushed%", "satur.%",
+             "clamped%");
+  for (const Row& r : rows) {
+    const std::string tensor = a.files.size() > 1 ? r.file + ":" + r.tensor : r.tensor;
+    if (!r.note.empty()) {
+      fmt::print("{:<{}}  {:<{}}  n/a: {}\n", tensor, wt, r.format, wf, r.note);
+      continue;
+    }
+    fmt::print("{:<{}}  {:<{}}  {:>8.2f}  {:>10.3e}  {:>10.3e}  {:>9.3e}  {:>8.3f}  {:>8.3f}  {:>8.3f}\n",
+               tensor, wt, r.format, wf, r.sqnr_db, r.mse, r.max_abs, r.max_rel, r.flushed_pct,
+               r.saturated_pct, r.clamped_pct);
+  }
+  for (const Row& r : rows)
+    if (r.nonfinite > 0) {
+      fmt::print("note: {} non-finite inputs in {} are excluded from the error statistics\n",
+                 r.nonfinite, r.tensor);
+      break;
+    }
+}
+
+const bool registered = register_command(50, [](CLI::App& app) {
+  auto a = std::make_shared<AnalyzeArgs>();
+  auto* cmd = app.add_subcommand("analyze", "Error table of formats over the tensors of files");
+  cmd->add_option("--formats", a->formats,
+                  "Comma-separated block presets, block specs or element formats")
+      ->capture_default_str();
+  cmd->add_option("--tensor", a->tensors, "Only these safetensors tensors (repeatable)");
+  cmd->add_option("--shape", a->shape, "Shape of raw .f32 inputs, e.g. 64x128");
+  cmd->add_option("--round", a->round, "Rounding of the elements: rne (default) ... sr");
+  cmd->add_option("--seed", a->seed, "Seed for --round sr");
+  cmd->add_flag("--json", a->json, "A JSON list of rows instead of the table");
+  cmd->add_option("FILE", a->files, ".npy, .safetensors or raw .f32 files")->required();
+  cmd->footer(
+      "Examples:\n"
+      "  lpx analyze model.safetensors\n"
+      "  lpx analyze --formats mxfp4,nvfp4,e2m1:b32:e8m0:rceil --json acts.npy");
+  cmd->callback([a] { run_analyze(*a); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
