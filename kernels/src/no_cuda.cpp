@@ -1,6 +1,8 @@
-// The host API when lpx is built without CUDA: nothing runs on a device.
+// The host API when lpx is built without CUDA: nothing runs on a device. The argument
+// checks (api.cpp) run first in this build too; valid calls end here and throw.
 #include <stdexcept>
 
+#include "launch.hpp"
 #include "lpx/kernels/device.hpp"
 
 namespace lpx::kernels {
@@ -10,5 +12,20 @@ std::string device_description() { return "lpx was built without CUDA (nvcc not 
 std::vector<uint32_t> device_codec_roundtrip(const ElementFormat&) {
   throw std::runtime_error("no CUDA device: lpx was built without CUDA");
 }
+
+namespace launch {
+namespace {
+[[noreturn]] void none() { throw std::runtime_error("no CUDA device: lpx was built without CUDA"); }
+}  // namespace
+void require_device() { none(); }
+void encode(const float*, void*, size_t, const ElementFormat&, const CastOptions&, void*) { none(); }
+void decode(const void*, float*, size_t, const ElementFormat&, void*) { none(); }
+void fake_cast(const float*, float*, size_t, const ElementFormat&, const CastOptions&, void*) { none(); }
+void encode_h2h(const float*, void*, size_t, const ElementFormat&, const CastOptions&) { none(); }
+void decode_h2h(const void*, float*, size_t, const ElementFormat&) { none(); }
+void fake_cast_h2h(const float*, float*, size_t, const ElementFormat&, const CastOptions&) { none(); }
+void hadamard(const float*, float*, size_t, int, const float*, uint64_t, uint32_t, void*) { none(); }
+void hadamard_h2h(const float*, float*, size_t, int, const float*, uint64_t, uint32_t) { none(); }
+}  // namespace launch
 
 }  // namespace lpx::kernels

@@ -1,0 +1,34 @@
+// Internal: the launchers behind the public host API. api.cpp checks every argument
+// (in every build) and then calls these; they are defined by the .cu files in a CUDA
+// build and by no_cuda.cpp otherwise (where each throws std::runtime_error).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/element_format.hpp"
+
+namespace lpx::kernels::launch {
+
+// Throws std::runtime_error("no CUDA device ...") unless a device is present.
+void require_device();
+
+void encode(const float* in, void* codes, size_t n, const ElementFormat& f, const CastOptions& opt,
+            void* stream);
+void decode(const void* codes, float* out, size_t n, const ElementFormat& f, void* stream);
+void fake_cast(const float* in, float* out, size_t n, const ElementFormat& f,
+               const CastOptions& opt, void* stream);
+// Host pointers in and out: allocate, copy, run, copy back, synchronize.
+void encode_h2h(const float* in, void* codes, size_t n, const ElementFormat& f,
+                const CastOptions& opt);
+void decode_h2h(const void* codes, float* out, size_t n, const ElementFormat& f);
+void fake_cast_h2h(const float* in, float* out, size_t n, const ElementFormat& f,
+                   const CastOptions& opt);
+
+void hadamard(const float* in, float* out, size_t rows, int n, const float* signs, uint64_t seed,
+              uint32_t stream, void* cuda_stream);
+void hadamard_h2h(const float* in, float* out, size_t rows, int n, const float* signs,
+                  uint64_t seed, uint32_t stream);
+
+}  // namespace lpx::kernels::launch
