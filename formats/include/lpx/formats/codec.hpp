@@ -156,8 +156,10 @@ LPX_HD constexpr float decode(uint32_t code, const ElementFormat& f) {
   const int lsb_exponent = (subnormal ? 1 : static_cast<int>(exponent_field)) - f.bias - m;
   const float magnitude = static_cast<float>(significand) * pow2f(lsb_exponent);
   const float value = is_inf ? bits_to_float(kF32InfBits) : magnitude;
-  const uint32_t sign = negative && f.specials != Specials::fnuz ? kF32SignMask : 0u;
-  return is_nan ? bits_to_float(kF32QuietNanBits | sign)
+  // fnuz formats have negative values too; only their NaN (the -0 code) decodes unsigned.
+  const uint32_t sign = negative ? kF32SignMask : 0u;
+  const uint32_t nan_sign = f.specials != Specials::fnuz ? sign : 0u;
+  return is_nan ? bits_to_float(kF32QuietNanBits | nan_sign)
                 : bits_to_float(float_to_bits(value) | sign);
 }
 
