@@ -6,7 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lpx/formats/block_format.hpp"
 #include "lpx/formats/cast.hpp"
+#include "lpx/formats/quantize.hpp"
+#include "lpx/kernels/bench.hpp"
+#include "lpx/kernels/gemm.hpp"
+#include "lpx/kernels/hw_cvt.hpp"
 #include "lpx/formats/element_format.hpp"
 
 namespace lpx::kernels::launch {
@@ -30,5 +35,17 @@ void hadamard(const float* in, float* out, size_t rows, int n, const float* sign
               uint32_t stream, void* cuda_stream);
 void hadamard_h2h(const float* in, float* out, size_t rows, int n, const float* signs,
                   uint64_t seed, uint32_t stream);
+
+// Block quantization of a (rows, cols) matrix in br x bc blocks (quantize.hpp).
+void quantize(const float* x, size_t rows, size_t cols, size_t br, size_t bc, const BlockFormat& f,
+              const QuantizeOptions& opt, uint8_t* codes, uint8_t* scale_codes, float* scale_values,
+              float* tensor_scale, void* stream);
+void quantize_h2h(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
+                  const BlockFormat& f, const QuantizeOptions& opt, uint8_t* codes,
+                  uint8_t* scale_codes, float* scale_values, float* tensor_scale);
+
+void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand& w, void* y,
+          GemmDtype out_dtype, void* stream);
+bool hw_cvt_h2h(const float* in, uint8_t* out, size_t n, HwCvt which);
 
 }  // namespace lpx::kernels::launch

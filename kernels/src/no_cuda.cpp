@@ -26,6 +26,16 @@ void decode_h2h(const void*, float*, size_t, const ElementFormat&) { none(); }
 void fake_cast_h2h(const float*, float*, size_t, const ElementFormat&, const CastOptions&) { none(); }
 void hadamard(const float*, float*, size_t, int, const float*, uint64_t, uint32_t, void*) { none(); }
 void hadamard_h2h(const float*, float*, size_t, int, const float*, uint64_t, uint32_t) { none(); }
+void quantize(const float*, size_t, size_t, size_t, size_t, const BlockFormat&, const QuantizeOptions&,
+              uint8_t*, uint8_t*, float*, float*, void*) { none(); }
+void quantize_h2h(const float*, size_t, size_t, size_t, size_t, const BlockFormat&,
+                  const QuantizeOptions&, uint8_t*, uint8_t*, float*, float*) { none(); }
+void gemm(size_t, size_t, size_t, const GemmOperand&, const GemmOperand&, void*, GemmDtype, void*) { none(); }
+bool hw_cvt_h2h(const float*, uint8_t*, size_t, HwCvt) { none(); }
 }  // namespace launch
+
+std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions&) {
+  throw std::runtime_error("no CUDA device: lpx was built without CUDA");
+}
 
 }  // namespace lpx::kernels
