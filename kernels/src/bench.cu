@@ -1,0 +1,134 @@
+// GPU benchmarks (bench.hpp). Cast paths run on input_bytes of float32 (1 GiB by default)
+// and are timed with CUDA events, median of `repetitions` runs after one warm-up; the
+// device-to-device copy of the same input is measured first, and every path is reported
+// as a fraction of its bandwidth (bytes read + written, the copy counted the same way).
+// GEMMs: m = n = k = size, X·Wᵀ, FP8 (E4M3 x E4M3, E4M3 x E5M2, per-tensor scales) vs BF16,
+// bf16 output; inputs are zero-filled (the GEMM's speed does not depend on the values).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda_util.cuh"
+#include "launch.hpp"
+#include "lpx/formats/element_format.hpp"
+#include "lpx/kernels/bench.hpp"
+#include "lpx/kernels/cast.hpp"
+#include "lpx/kernels/hadamard.hpp"
+
+namespace lpx::kernels {
+
+namespace {
+
+__global__ void fill_kernel(float* x, size_t n) {
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    x[i] = static_cast<float>(static_cast<int>(i % 2001) - 1000) * 0.37f;
+}
+
+double median_seconds(int reps, const std::function<void()>& run) {
+  cudaEvent_t start, stop;
+  cuda::check(cudaEventCreate(&start), "cudaEventCreate");
+  cuda::check(cudaEventCreate(&stop), "cudaEventCreate");
+  run();  // warm-up
+  cuda::check(cudaDeviceSynchronize(), "warm-up");
+  std::vector<double> t;
+  for (int r = 0; r < std::max(reps, 1); ++r) {
+    cuda::check(cudaEventRecord(start), "cudaEventRecord");
+    run();
+    cuda::check(cudaEventRecord(stop), "cudaEventRecord");
+    cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    cuda::check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+}  // namespace
+
+std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
+  launch::require_device();
+  std::vector<GpuBenchRow> rows;
+  const size_t n = opt.input_bytes / sizeof(float) / 128 * 128;  // whole Hadamard rows
+  cuda::Buffer in(n * sizeof(float)), out(n * sizeof(float)), codes(n * 2);
+  fill_kernel<<<cuda::grid_for(n, 256), 256>>>(in.get<float>(), n);
+  cuda::check(cudaGetLastError(), "fill");
+  double copy_gbps = 0;
+  auto add = [&](std::string path, size_t bytes, const std::function<void()>& run) {
+    GpuBenchRow r;
+    r.path = std::move(path);
+    r.bytes = bytes;
+    r.seconds = median_seconds(opt.repetitions, run);
+    r.gb_per_s = static_cast<double>(bytes) / r.seconds / 1e9;
+    if (copy_gbps == 0) copy_gbps = r.gb_per_s;
+    r.copy_fraction = r.gb_per_s / copy_gbps;
+    rows.push_back(r);
+  };
+  add("copy d2d", 2 * n * sizeof(float), [&] {
+    cuda::check(cudaMemcpyAsync(out.get(), in.get(), n * sizeof(float), cudaMemcpyDeviceToDevice),
+                "copy");
+  });
+  struct CastPath {
+    const ElementFormat* f;
+    Rounding round;
+  };
+  const CastPath paths[] = {{&fmt8::e4m3fn, Rounding::rne}, {&fmt8::e4m3fn, Rounding::sr},
+                            {&fmt8::e5m2, Rounding::rne},   {&fmt4::e2m1, Rounding::rne},
+                            {&fmt4::e2m1, Rounding::sr},    {&fmt16::bf16, Rounding::rne}};
+  for (const CastPath& p : paths) {
+    CastOptions o;
+    o.round = p.round;
+    o.seed = 1;
+    const std::string tag = std::string(p.f->name) + " " + std::string(rounding_name(p.round));
+    const size_t cb = code_bytes(*p.f);
+    add("encode " + tag, n * (sizeof(float) + cb),
+        [&] { encode_device(in.get<float>(), codes.get(), n, *p.f, o); });
+    add("fake_cast " + tag, 2 * n * sizeof(float),
+        [&] { fake_cast_device(in.get<float>(), out.get<float>(), n, *p.f, o); });
+    if (p.round == Rounding::rne)
+      add("decode " + std::string(p.f->name), n * (cb + sizeof(float)),
+          [&] { decode_device(codes.get(), out.get<float>(), n, *p.f); });
+  }
+  for (int h : {16, 128})
+    add("hadamard " + std::to_string(h), 2 * n * sizeof(float), [&] {
+      hadamard_device(in.get<float>(), out.get<float>(), n / static_cast<size_t>(h), h, nullptr, 1, 0);
+    });
+  in.reset();
+  out.reset();
+  codes.reset();
+
+  for (size_t s : opt.gemm_sizes) {
+    cuda::Buffer x(s * s * 2), w(s * s * 2), y(s * s * 2), scales(2 * sizeof(float));
+    cuda::check(cudaMemset(x.get(), 0, s * s * 2), "memset");
+    cuda::check(cudaMemset(w.get(), 0, s * s * 2), "memset");
+    const float one[2] = {1.0f, 1.0f};
+    cuda::to_device(scales.get(), one, sizeof(one));
+    struct Combo {
+      const char* name;
+      GemmDtype xd, wd;
+    };
+    for (const Combo& c : {Combo{"bf16xbf16", GemmDtype::bf16, GemmDtype::bf16},
+                           Combo{"e4m3xe4m3", GemmDtype::e4m3, GemmDtype::e4m3},
+                           Combo{"e4m3xe5m2", GemmDtype::e4m3, GemmDtype::e5m2}}) {
+      const bool fp8 = c.xd != GemmDtype::bf16;
+      const GemmOperand xo{x.get(), c.xd, fp8 ? scales.get<float>() : nullptr};
+      const GemmOperand wo{w.get(), c.wd, fp8 ? scales.get<float>() + 1 : nullptr};
+      GpuBenchRow r;
+      r.path = std::string("gemm ") + c.name + " " + std::to_string(s);
+      r.seconds = median_seconds(opt.repetitions,
+                                 [&] { gemm(s, s, s, xo, wo, y.get(), GemmDtype::bf16); });
+      r.tflops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s) /
+                 r.seconds / 1e12;
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+}  // namespace lpx::kernels
