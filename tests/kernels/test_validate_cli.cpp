@@ -1,0 +1,25 @@
+// `lpx validate` without a device: validates nothing, says why, exits 0; with
+// --require-gpu exits 1 with one line on stderr. (On a GPU machine: a short real run.)
+#include <catch2/catch.hpp>
+
+#include "../tools/cli_runner.hpp"
+#include "lpx/kernels/device.hpp"
+
+TEST_CASE("lpx validate reports a missing device") {
+  lpx_test::TempDir dir;
+  if (lpx::kernels::cuda_available()) {
+    const auto r = lpx_test::run_lpx("validate --require-gpu --elements 200000", dir);
+    CHECK(r.status == 0);
+    CHECK(r.out.find("mismatches") != std::string::npos);
+    return;
+  }
+  const auto plain = lpx_test::run_lpx("validate", dir);
+  CHECK(plain.status == 0);
+  CHECK(plain.out.find("validated nothing") != std::string::npos);
+  CHECK(plain.out.find("no CUDA device") != std::string::npos);
+  const auto strict = lpx_test::run_lpx("validate --require-gpu", dir);
+  CHECK(strict.status == 1);
+  CHECK(strict.err_lines() == 1);
+  CHECK(strict.err.find("no CUDA device") != std::string::npos);
+  CHECK(lpx_test::run_lpx("validate --elements 0", dir).status == 2);
+}

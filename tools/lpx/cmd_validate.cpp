@@ -1,0 +1,293 @@
+// `lpx validate [--require-gpu] [--elements N] [--bench]`: every CUDA kernel against the
+// CPU emulator, bit for bit (codes, scales and values compared as bits, never with a
+// tolerance): element encode / fake-cast for every named format x rounding x overflow,
+// decode of every code, block quantization (MX rows and columns under every scale rule,
+// NVFP4 1x16 and 16x16, 1x128 / 128x128 fp32, ragged shapes) against lpx::quantize, the
+// Hadamard transform against its CPU reference, and on sm_89+ the emulator against the
+// hardware's cvt.rn.satfinite FP8 instructions. Inputs mix normal, heavy-tailed,
+// subnormal, NaN/Inf, zero and exact-tie values. Prints one row per (kernel, format, mode)
+// and exits 1 on any mismatch. Without a device it validates nothing and says so (exit 0;
+// 1 with --require-gpu). --bench also prints the GPU benchmarks (kernels/bench.hpp).
+#include <omp.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "lpx/formats/codec.hpp"
+#include "lpx/formats/quantize.hpp"
+#include "lpx/kernels/bench.hpp"
+#include "lpx/kernels/cast.hpp"
+#include "lpx/kernels/device.hpp"
+#include "lpx/kernels/hadamard.hpp"
+#include "lpx/kernels/hw_cvt.hpp"
+#include "lpx/kernels/quantize.hpp"
+#include "lpx/numerics/philox.hpp"
+
+namespace lpx::cli {
+namespace {
+
+constexpr size_t kChunk = size_t{1} << 24;
+
+// The input battery: element i of a chunk starting at `first`, for a format whose largest
+// finite value is `top`. Categories by i % 8: 0-1 normal-ish, 2 heavy-tailed, 3 format
+// subnormals and float32 subnormals, 4 specials (NaN, +-Inf, +-0, +-max), 5 exact ties
+// between neighbouring codes, 6-7 random float32 bit patterns near the format's range.
+float battery_value(uint64_t i, float top, const ElementFormat& f) {
+  const Philox4x32 r = random_block(0x5eedull, 77, i);
+  const float u = static_cast<float>(r.v[0] >> 8) * 0x1p-24f;          // [0, 1)
+  const float sgn = (r.v[1] & 1) ? -1.0f : 1.0f;
+  switch (i % 8) {
+    case 0:
+    case 1: {
+      const float g = (u + static_cast<float>(r.v[2] >> 8) * 0x1p-24f - 1.0f) * 2.0f;
+      return g * top * 0.5f;
+    }
+    case 2: return sgn * top * 0.01f * u / (1.0f - u + 1e-7f);
+    case 3: {
+      if (r.v[2] & 1) return bits_to_float((r.v[3] & 0x7fffffu) | (r.v[1] & 0x80000000u));
+      const float sub = static_cast<float>(min_subnormal(f));
+      return sgn * sub * static_cast<float>(r.v[3] % 64) * 0.25f;
+    }
+    case 4: {
+      const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                                std::numeric_limits<float>::infinity(), 0.0f, top, top * 1.0625f};
+      return sgn * specials[r.v[2] % 5];
+    }
+    case 5: {  // midpoint of two neighbouring codes (a tie for the nearest modes)
+      const uint32_t c = r.v[2] & f.code_mask;
+      const float a = decode(c, f), b = decode((c + 1) & f.code_mask, f);
+      const float m = a * 0.5f + b * 0.5f;
+      return std::isfinite(m) ? m : a;
+    }
+    default: {
+      const int e = static_cast<int>(r.v[2] % 40) - 30 + static_cast<int>(std::ilogb(top));
+      return sgn * std::ldexp(1.0f + u, e);
+    }
+  }
+}
+
+void fill(std::vector<float>& x, uint64_t first, const ElementFormat& f) {
+  const float top = static_cast<float>(std::min(max_finite(f), 3.0e38));
+  const int64_t n = static_cast<int64_t>(x.size());
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i)
+    x[static_cast<size_t>(i)] = battery_value(first + static_cast<uint64_t>(i), top, f);
+}
+
+struct Row {
+  std::string kernel, format, mode;
+  uint64_t elements = 0, mismatches = 0;
+};
+
+uint64_t count_bits_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  uint64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i) bad += float_to_bits(a[i]) != float_to_bits(b[i]);
+  return bad;
+}
+
+Row validate_cast(const ElementFormat& f, Rounding r, Overflow ov, uint64_t elements) {
+  Row row{"encode+fake_cast", f.name, fmt::format("{}/{}", rounding_name(r), ov == Overflow::sat ? "sat" : "ieee")};
+  CastOptions o;
+  o.round = r;
+  o.overflow = ov;
+  o.seed = 0x0123456789abcdefull;
+  o.stream = 5;
+  o.sr_bits = r == Rounding::sr ? 23 : kMaxSrBits;
+  for (uint64_t done = 0; done < elements;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, elements - done));
+    std::vector<float> x(n), fake(n);
+    fill(x, done, f);
+    o.index_offset = done + 3;  // a misaligned offset: the two-Philox-block path
+    std::vector<uint32_t> cpu(n);
+#pragma omp parallel for
+    for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
+      const uint64_t k = static_cast<uint64_t>(i);
+      cpu[k] = encode(x[k], f, r, ov, random_bits(o.seed, o.stream, o.index_offset + k), o.sr_bits);
+    }
+    uint64_t bad = 0;
+    if (f.bits <= 8) {
+      std::vector<uint8_t> dev(n);
+      kernels::encode_host(x, dev, f, o);
+      for (size_t i = 0; i < n; ++i) bad += dev[i] != cpu[i];
+    } else {
+      std::vector<uint16_t> dev(n);
+      kernels::encode_host(x, dev, f, o);
+      for (size_t i = 0; i < n; ++i) bad += dev[i] != cpu[i];
+    }
+    kernels::fake_cast_host(x, fake, f, o);
+    for (size_t i = 0; i < n; ++i) bad += float_to_bits(fake[i]) != float_to_bits(decode(cpu[i], f));
+    row.mismatches += bad;
+    row.elements += n;
+    done += n;
+  }
+  return row;
+}
+
+Row validate_decode(const ElementFormat& f) {
+  Row row{"decode", f.name, "every code"};
+  const size_t n = size_t{f.code_mask} + 1;
+  std::vector<float> dev(n), cpu(n);
+  for (size_t i = 0; i < n; ++i) cpu[i] = decode(static_cast<uint32_t>(i), f);
+  if (f.bits <= 8) {
+    std::vector<uint8_t> c(n);
+    for (size_t i = 0; i < n; ++i) c[i] = static_cast<uint8_t>(i);
+    kernels::decode_host(c, dev, f);
+  } else {
+    std::vector<uint16_t> c(n);
+    for (size_t i = 0; i < n; ++i) c[i] = static_cast<uint16_t>(i);
+    kernels::decode_host(c, dev, f);
+  }
+  row.elements = n;
+  row.mismatches = count_bits_differ(dev, cpu);
+  return row;
+}
+
+Row validate_quantize(const std::string& spec, int axis, Rounding r, uint64_t elements) {
+  BlockFormat f = parse_block_format(spec);
+  f.block.axis = axis;
+  Row row{"quantize", spec + (axis == 0 ? " (columns)" : ""), std::string(rounding_name(r))};
+  QuantizeOptions o;
+  o.round = r;
+  o.seed = 99;
+  o.stream = 1;
+  const int64_t cols = 1000 + 37;  // ragged for every block size
+  for (uint64_t done = 0; done < elements;) {
+    const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(std::min<uint64_t>(kChunk, elements - done)) / cols);
+    const std::vector<int64_t> shape{rows + 3, cols};  // +3: ragged rows too
+    std::vector<float> x(static_cast<size_t>(shape[0] * shape[1]));
+    fill(x, done, f.element);
+    for (size_t i = 0; i < static_cast<size_t>(cols) && i < x.size(); ++i) x[i] = 0.0f;  // zero blocks
+    const QuantizedTensor cpu = quantize({x, shape}, f, o);
+    const QuantizedTensor dev = kernels::quantize_host(x, shape, f, o);
+    uint64_t bad = 0;
+    for (size_t i = 0; i < x.size(); ++i) bad += cpu.codes[i] != dev.codes[i];
+    for (size_t i = 0; i < cpu.scale_codes.size(); ++i) bad += cpu.scale_codes[i] != dev.scale_codes[i];
+    for (size_t i = 0; i < cpu.scale_values.size(); ++i)
+      bad += float_to_bits(cpu.scale_values[i]) != float_to_bits(dev.scale_values[i]);
+    if (cpu.tensor_scale) bad += float_to_bits(*cpu.tensor_scale) != float_to_bits(dev.tensor_scale.value_or(0.0f));
+    row.mismatches += bad;
+    row.elements += x.size();
+    done += x.size();
+  }
+  return row;
+}
+
+Row validate_hadamard(int n, uint64_t elements) {
+  Row row{"hadamard", fmt::format("size {}", n), "philox signs"};
+  const size_t total = std::max<size_t>(static_cast<size_t>(n), static_cast<size_t>(elements) / static_cast<size_t>(n) * static_cast<size_t>(n));
+  std::vector<float> x(total), cpu(total), dev(total);
+  fill(x, 0, fmt16::bf16);
+  for (float& v : x) v = std::isfinite(v) ? v : 1.0f;
+  const auto s = kernels::hadamard_signs(n, 17, 2);
+  kernels::hadamard_cpu(x, cpu, n, s);
+  kernels::hadamard_host(x, dev, n, {}, 17, 2);
+  row.elements = total;
+  row.mismatches = count_bits_differ(cpu, dev);
+  return row;
+}
+
+// Emulator vs the silicon: lpx::encode(rne, sat) must equal cvt.rn.satfinite, except that
+// a NaN input gives the hardware's canonical NaN (any NaN code is accepted for NaN inputs).
+bool validate_hardware(const ElementFormat& f, kernels::HwCvt which, uint64_t elements, Row& row) {
+  row = Row{"hw cvt.rn.satfinite", f.name, "rne/sat"};
+  for (uint64_t done = 0; done < elements;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, elements - done));
+    std::vector<float> x(n);
+    fill(x, done, f);
+    std::vector<uint8_t> hw(n);
+    if (!kernels::hardware_cvt_host(x, hw, which)) return false;
+    uint64_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (x[i] != x[i]) bad += !is_nan_code(hw[i], f);
+      else bad += hw[i] != encode(x[i], f, Rounding::rne, Overflow::sat);
+    }
+    row.mismatches += bad;
+    row.elements += n;
+    done += n;
+  }
+  return true;
+}
+
+void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
+  if (!kernels::cuda_available()) {
+    const std::string why = kernels::device_description();
+    if (require_gpu) throw std::runtime_error("validate: no CUDA device found (" + why + ")");
+    std::printf("lpx validate: validated nothing: no CUDA device found (%s)\n", why.c_str());
+    return;
+  }
+  std::printf("lpx validate on %s\n", kernels::device_description().c_str());
+  const Rounding modes[] = {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::sr};
+  const char* specs[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8",
+                         "e4m3:b32:e8m0:rceil", "e2m1:b32:e8m0:rceil", "e2m1:b32:e8m0:ceil",
+                         "e2m1:b32:e8m0:even", "nvfp4", "nvfp4_2d", "fp8_block128",
+                         "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0"};
+  const auto formats = named_formats();
+  // Budget: the element casts take 3/4 of the elements, quantization 1/5, the rest the
+  // Hadamard and hardware checks.
+  const uint64_t cast_combos = formats.size() * 6 * 2;
+  const uint64_t per_cast = std::max<uint64_t>(1024, elements * 3 / 4 / cast_combos);
+  const uint64_t per_quant = std::max<uint64_t>(4096, elements / 5 / (std::size(specs) * 2 * 2));
+  const uint64_t per_other = std::max<uint64_t>(4096, elements / 20 / 6);
+  std::vector<Row> rows;
+  auto report = [&](const Row& r) {
+    rows.push_back(r);
+    std::printf("%-20s %-28s %-14s %14llu %10llu\n", r.kernel.c_str(), r.format.c_str(), r.mode.c_str(),
+                static_cast<unsigned long long>(r.elements), static_cast<unsigned long long>(r.mismatches));
+    std::fflush(stdout);
+  };
+  std::printf("%-20s %-28s %-14s %14s %10s\n", "kernel", "format", "mode", "elements", "mismatches");
+  for (const ElementFormat* f : formats) {
+    report(validate_decode(*f));
+    for (Rounding r : modes)
+      for (Overflow ov : {Overflow::sat, Overflow::ieee}) report(validate_cast(*f, r, ov, per_cast));
+  }
+  for (const char* spec : specs)
+    for (int axis : {-1, 0})
+      for (Rounding r : {Rounding::rne, Rounding::sr}) report(validate_quantize(spec, axis, r, per_quant));
+  for (int n : {16, 32, 64, 128}) report(validate_hadamard(n, per_other));
+  Row hw;
+  if (validate_hardware(fmt8::e4m3fn, kernels::HwCvt::e4m3_rn_satfinite, per_other, hw)) report(hw);
+  else std::printf("hw cvt: skipped (the device is below sm_89)\n");
+  if (validate_hardware(fmt8::e5m2, kernels::HwCvt::e5m2_rn_satfinite, per_other, hw)) report(hw);
+  uint64_t total = 0, bad = 0;
+  for (const Row& r : rows) {
+    total += r.elements;
+    bad += r.mismatches;
+  }
+  std::printf("total: %llu elements, %llu mismatches\n", static_cast<unsigned long long>(total),
+              static_cast<unsigned long long>(bad));
+  if (bench) {
+    kernels::GpuBenchOptions bo;
+    bo.input_bytes = bench_bytes;
+    std::printf("\n%-36s %14s %12s %10s %12s %10s\n", "path", "bytes", "seconds", "GB/s", "x copy", "TFLOP/s");
+    for (const kernels::GpuBenchRow& r : kernels::run_gpu_benchmarks(bo))
+      std::printf("%-36s %14zu %12.6f %10.1f %12.3f %10.1f\n", r.path.c_str(), r.bytes, r.seconds,
+                  r.gb_per_s, r.copy_fraction, r.tflops);
+  }
+  if (bad != 0) throw std::runtime_error(fmt::format("validate: {} mismatches", bad));
+}
+
+const bool registered = register_command(70, [](CLI::App& app) {
+  auto* cmd = app.add_subcommand("validate", "every CUDA kernel against the CPU emulator, bit for bit");
+  auto require_gpu = std::make_shared<bool>(false);
+  auto bench = std::make_shared<bool>(false);
+  auto elements = std::make_shared<uint64_t>(1000000000ull);
+  auto bench_bytes = std::make_shared<size_t>(size_t{1} << 30);
+  cmd->add_flag("--require-gpu", *require_gpu, "exit 1 when no CUDA device is found");
+  cmd->add_option("--elements", *elements, "elements compared in all (default 1e9)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--bench", *bench, "also run the GPU benchmarks (cast bandwidth vs copy, FP8 vs BF16 GEMM)");
+  cmd->add_option("--bench-bytes", *bench_bytes, "float32 input bytes per benchmarked cast (default 1 GiB)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([=] { run(*require_gpu, *elements, *bench, *bench_bytes); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
