@@ -365,6 +365,9 @@ int thread_count(int requested) { return requested > 0 ? requested : omp_get_max
 // Chunks of a per-tensor block, so one huge block still uses every thread. The split
 // never changes a result: amax is a max and elements are independent.
 constexpr int64_t kChunk = int64_t{1} << 15;
+// Below this many elements a parallel region costs more than it saves (and oversubscribed
+// machines make OpenMP's spinning threads very slow); results are the same either way.
+constexpr int64_t kParallelMin = int64_t{1} << 14;
 
 }  // namespace
 
@@ -419,6 +422,7 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
   uint8_t* codes = q.codes.data();
   const int threads = thread_count(opt.threads);
   const bool per_tensor = format.block.kind == BlockShape::Kind::tensor;
+  const bool parallel = L.numel >= kParallelMin && threads > 1;
   int64_t clamped = 0, saturated = 0, flushed = 0;
 
   auto store_scale = [&](int64_t b, const BlockScale& s) {
@@ -430,7 +434,7 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
   if (!per_tensor && !format.two_level()) {
     // The common case (MX, 1x128, 128x128, per-row): one pass per block, amax -> scale -> cast.
     uint32_t finite_max = 0;
-#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) \
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) if (parallel) \
     reduction(+ : clamped, saturated, flushed) reduction(max : finite_max)
     for (int64_t b = 0; b < L.nblocks; ++b) {
       const Box box = L.box(b);
@@ -458,7 +462,7 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
       return b;
     };
     std::vector<Amax> amax(static_cast<size_t>(units));
-#pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) if (parallel)
     for (int64_t u = 0; u < units; ++u) amax[static_cast<size_t>(u)] = block_amax(xp, unit_box(u), opt);
     Amax total;
     for (const Amax& a : amax) total.merge(a);
@@ -483,7 +487,7 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
         store_scale(b, scales[static_cast<size_t>(b)]);
       }
     }
-#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) \
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) if (parallel) \
     reduction(+ : saturated, flushed)
     for (int64_t u = 0; u < units; ++u) {
       QuantizeStats st;
@@ -535,10 +539,11 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
       }
   };
   const int nt = thread_count(threads);
+  const bool parallel = L.numel >= kParallelMin && nt > 1;
   if (f.block.kind == BlockShape::Kind::tensor) {
     const float dec = L.numel > 0 ? block_dec(0) : 1.0f;
     const int64_t units = (L.numel + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) num_threads(nt)
+#pragma omp parallel for schedule(static) num_threads(nt) if (parallel)
     for (int64_t u = 0; u < units; ++u) {
       Box b;
       b.base = u * kChunk;
@@ -546,7 +551,7 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
       run_box(b, dec);
     }
   } else {
-#pragma omp parallel for schedule(dynamic, 64) num_threads(nt)
+#pragma omp parallel for schedule(dynamic, 64) num_threads(nt) if (parallel)
     for (int64_t b = 0; b < L.nblocks; ++b) run_box(L.box(b), block_dec(b));
   }
 }
