@@ -122,18 +122,24 @@ TEST_CASE("-0 per format", "[codec][exhaustive]") {
   }
 }
 
-TEST_CASE("e8m0 code 0 (2^-127) sits on the ladder {0, 2^-126}", "[codec][exhaustive]") {
-  // codec.hpp: below 2^-126 e8m0 rounds on {2^-127 (code 0), 2^-126} with code 0 standing
-  // in for zero, so 2^-127 is the tie of that ladder: rne keeps code 0, rna/rup go up.
-  // Pinned as documented; note that it makes the exact value 2^-127 move under rna/rup.
+TEST_CASE("e8m0 below 2^-126: ml_dtypes' ladder under rne, true values otherwise", "[codec][exhaustive]") {
+  // codec.hpp: under rne, e8m0 rounds below 2^-126 on ml_dtypes' ladder {code 0, 2^-126}
+  // with code 0 standing in for zero (2^-127 is that ladder's tie and stays, (2^-127,
+  // 2^-126) goes up); the other modes round between the true values 2^-127 and 2^-126,
+  // so the exact value 2^-127 never moves, and smaller inputs give code 0.
   const ElementFormat& f = lpx::fmt8::e8m0;
   const float v = std::ldexp(1.0f, -127);
-  CHECK(lpx::encode(v, f, Rounding::rne, Overflow::ieee) == 0u);
-  CHECK(lpx::encode(v, f, Rounding::rtz, Overflow::ieee) == 0u);
-  CHECK(lpx::encode(v, f, Rounding::rna, Overflow::ieee) == 1u);
-  CHECK(lpx::encode(v, f, Rounding::rup, Overflow::ieee) == 1u);
+  for (Rounding mode : {Rounding::rne, Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn})
+    CHECK(lpx::encode(v, f, mode, Overflow::ieee) == 0u);
+  CHECK(lpx::encode(std::ldexp(1.2f, -127), f, Rounding::rne, Overflow::ieee) == 1u);  // ml_dtypes
+  CHECK(lpx::encode(std::ldexp(1.2f, -127), f, Rounding::rna, Overflow::ieee) == 0u);  // nearest
+  CHECK(lpx::encode(std::ldexp(1.5f, -127), f, Rounding::rna, Overflow::ieee) == 1u);  // tie away
+  CHECK(lpx::encode(std::ldexp(1.2f, -127), f, Rounding::rup, Overflow::ieee) == 1u);
+  CHECK(lpx::encode(std::ldexp(1.9f, -127), f, Rounding::rtz, Overflow::ieee) == 0u);
   CHECK(lpx::encode(std::ldexp(1.5f, -127), f, Rounding::rne, Overflow::ieee) == 1u);
   CHECK(lpx::encode(std::ldexp(1.0f, -140), f, Rounding::rne, Overflow::ieee) == 0u);
+  CHECK(lpx::encode(std::ldexp(1.0f, -140), f, Rounding::rup, Overflow::ieee) == 0u);
+  CHECK(lpx::encode(std::ldexp(1.0f, -140), f, Rounding::rtz, Overflow::ieee) == 0u);
 }
 
 TEST_CASE("limits are the spec values", "[codec][exhaustive]") {

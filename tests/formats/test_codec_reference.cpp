@@ -232,6 +232,29 @@ uint32_t ref_encode(const Reference& r, float x, const Place& pl, const Mode& mo
   }
   // Unsigned formats: zero and negative inputs have no code: NaN (ieee) or code 0 (sat).
   if (!r.f.is_signed && (neg || x == 0)) return (ovf == Overflow::ieee && r.has_nan) ? r.nan_code : 0u;
+  // Zero-less formats (e8m0) outside rne: code 0 is its true value 2^(emin-1), not the
+  // ml_dtypes ladder's stand-in for zero; everything at or below it gives code 0.
+  if (!r.f.has_zero && mode.round != Rounding::rne && std::isfinite(x)) {
+    const double a = std::fabs(static_cast<double>(x));
+    const double least = r.value[0], next = r.grid[1];
+    if (a <= least) return 0u;
+    if (a < next) {
+      bool up = false;
+      switch (mode.round) {
+        case Rounding::rna: up = a >= (least + next) / 2; break;
+        case Rounding::rup: up = true; break;
+        case Rounding::sr: {
+          const int n = mode.sr_bits;
+          const double fl = std::floor(std::ldexp((a - least) / (next - least), n));
+          up = fl + static_cast<double>(static_cast<uint64_t>(mode.random) >> (32 - n)) >=
+               std::ldexp(1.0, n);
+          break;
+        }
+        default: up = false;  // rtz, rdn (positive values only here)
+      }
+      return up ? r.grid_code[1] : 0u;
+    }
+  }
   // Round the magnitude on the extended grid.
   bool overflow = std::isinf(x) || pl.beyond;
   uint32_t mag = 0;

@@ -14,8 +14,10 @@
 //             (FP6, FP4, eXmY) follow ml_dtypes: +NaN -> the -0 code, -NaN -> +0.
 //   -0        kept, except in fnuz formats (no -0: any result of magnitude 0 is 0x00).
 //   e8m0      unsigned without zero: 0, negatives -> NaN (ieee) or 0x00 = 2^-127 (sat);
-//             below 2^-126 it rounds as ml_dtypes does, on the ladder {2^-127 (code 0), 2^-126}
-//             with code 0 standing in for zero: (2^-127, 2^-126) -> 2^-126 under rne.
+//             below 2^-126, rne rounds as ml_dtypes does, on the ladder {2^-127 (code 0),
+//             2^-126} with code 0 standing in for zero: (2^-127, 2^-126) -> 2^-126; the
+//             other modes round between the true values 2^-127 and 2^-126, and anything
+//             below 2^-127 gives code 0.
 //   integers  round with the mode, then clamp to [min, max] (quantizer semantics, not the
 //             C cast's truncate-and-wrap); NaN -> 0.
 #pragma once
@@ -95,7 +97,16 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
   //    (1.11..1 -> 10.0) increments the exponent by itself, and a subnormal that rounds
   //    up to 2^emin lands exactly on the first normal code.
   const int64_t exponent_base = max_int(u.exp, emin) + f.bias - 1;
-  const uint64_t magnitude = (static_cast<uint64_t>(exponent_base) << m) + q;
+  uint64_t magnitude = (static_cast<uint64_t>(exponent_base) << m) + q;
+
+  //    Formats without zero (e8m0, whose 2^-126 is float32's min normal): under rne the
+  //    grid below 2^-126 is ml_dtypes' ladder {code 0, 2^-126} with code 0 in zero's
+  //    place (above). Every other mode rounds between the true values 2^-127 (code 0)
+  //    and 2^-126 (code 1), so exact values never move and smaller inputs give code 0.
+  if (!f.has_zero && mode != Rounding::rne && abs_bits < 0x00800000u) {
+    const uint32_t above_least = u.sig > 0x400000u ? u.sig - 0x400000u : 0u;  // in 2^-149 units
+    magnitude = round_shift_right(above_least, 22, mode, negative, random_bits, sr_bits);
+  }
 
   // 4. Overflow: the rounded value lies beyond the largest finite code.
   const bool overflows = magnitude > f.max_magnitude;
