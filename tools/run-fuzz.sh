@@ -3,7 +3,7 @@
 #
 #   tools/run-fuzz.sh [SECONDS_PER_TARGET]     default 30
 #
-# Builds with clang in $LPX_FUZZ_BUILD (default /tmp/build-fuzz): the whole project with
+# Builds with clang in $LPX_FUZZ_BUILD (default build-fuzz/ in the checkout): the whole project with
 # -DLPX_FUZZ=ON when tests/CMakeLists.txt includes tests/fuzz, else tests/fuzz on its own.
 # Each fuzzer starts from the committed seeds in tests/fuzz/corpus/<kind> and writes new
 # inputs to a scratch corpus, so the committed seeds change only by hand. Crashing inputs
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-build=${LPX_FUZZ_BUILD:-/tmp/build-fuzz}
+build=${LPX_FUZZ_BUILD:-$root/build-fuzz}
 seconds=${1:-30}
 jobs=${JOBS:-2}
 export CC=${CC:-clang-14} CXX=${CXX:-clang++-14}
