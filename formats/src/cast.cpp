@@ -1,66 +1,88 @@
-// Array casts: scalar codec per element, OpenMP over fixed chunks. The SR counter is
-// the element's flat index, so the result does not depend on how chunks are scheduled.
+// Array casts: argument checks, then OpenMP over fixed chunks, each chunk handed to the
+// SIMD kernels (cast_hwy.cpp, Highway runtime dispatch). Chunk boundaries sit at flat
+// indices that are multiples of 4 (a Philox block) and depend only on the array length and
+// index_offset, never on the thread count; the SR counter is the element's flat index, so
+// the output is the same for any thread count, SIMD target or schedule.
 #include "lpx/formats/cast.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <omp.h>
 
-#include "lpx/formats/codec.hpp"
-#include "lpx/numerics/philox.hpp"
+#include "cast_simd.hpp"
 
 namespace lpx {
 
 namespace {
 
-template <class In, class Out, class Fn>
-void parallel_map(std::span<In> in, std::span<Out> out, int threads, Fn fn) {
-  if (in.size() != out.size())
-    throw std::invalid_argument("cast: input and output sizes differ");
-  const int64_t n = static_cast<int64_t>(in.size());
+// 64 Ki elements: large enough to amortise the OpenMP fork, small enough to balance.
+constexpr size_t kChunk = size_t{1} << 16;
+
+// Calls kernel(begin, count) over [0, n) in chunks. The first chunk also takes the
+// elements before the first flat index that is a multiple of 4.
+template <class Kernel>
+void for_each_chunk(size_t n, uint64_t index_offset, int threads, Kernel kernel) {
+  if (n == 0) return;
+  const size_t head = static_cast<size_t>((4 - index_offset % 4) % 4);
+  const size_t body = n > head ? n - head : 0;
+  const int64_t chunks = static_cast<int64_t>(std::max<size_t>(1, (body + kChunk - 1) / kChunk));
   const int nthreads = threads > 0 ? threads : omp_get_max_threads();
-#pragma omp parallel for schedule(static) num_threads(nthreads) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = fn(in[static_cast<size_t>(i)], i);
+#pragma omp parallel for schedule(static) num_threads(nthreads) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t uc = static_cast<size_t>(c);
+    const size_t begin = c == 0 ? 0 : head + uc * kChunk;
+    const size_t end = std::min(n, head + (uc + 1) * kChunk);
+    kernel(begin, end - begin);
+  }
 }
 
-template <class Code>
-void encode_impl(std::span<const float> in, std::span<Code> out, const ElementFormat& f,
-                 const CastOptions& opt) {
-  if (static_cast<int>(sizeof(Code) * 8) < f.bits)
+void check_sizes(size_t a, size_t b) {
+  if (a != b) throw std::invalid_argument("cast: input and output sizes differ");
+}
+
+void check_code_width(size_t code_bytes, const ElementFormat& f) {
+  if (static_cast<int>(code_bytes * 8) < f.bits)
     throw std::invalid_argument("cast: code array too narrow for this format");
-  const bool sr = opt.round == Rounding::sr;
-  parallel_map(in, out, opt.threads, [&](float x, int64_t i) {
-    const uint32_t r =
-        sr ? random_bits(opt.seed, opt.stream, opt.index_offset + static_cast<uint64_t>(i)) : 0u;
-    return static_cast<Code>(encode(x, f, opt.round, opt.overflow, r, opt.sr_bits));
-  });
 }
 
 }  // namespace
 
 void encode_array(std::span<const float> in, std::span<uint8_t> out, const ElementFormat& f,
                   const CastOptions& opt) {
-  encode_impl(in, out, f, opt);
+  check_code_width(sizeof(uint8_t), f);
+  check_sizes(in.size(), out.size());
+  for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
+    simd::encode_u8(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt);
+  });
 }
 void encode_array(std::span<const float> in, std::span<uint16_t> out, const ElementFormat& f,
                   const CastOptions& opt) {
-  encode_impl(in, out, f, opt);
+  check_code_width(sizeof(uint16_t), f);
+  check_sizes(in.size(), out.size());
+  for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
+    simd::encode_u16(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt);
+  });
 }
 void decode_array(std::span<const uint8_t> in, std::span<float> out, const ElementFormat& f,
                   int threads) {
-  parallel_map(in, out, threads, [&](uint8_t c, int64_t) { return decode(c, f); });
+  check_sizes(in.size(), out.size());
+  for_each_chunk(in.size(), 0, threads, [&](size_t b, size_t k) {
+    simd::decode_u8(in.data() + b, out.data() + b, k, f);
+  });
 }
 void decode_array(std::span<const uint16_t> in, std::span<float> out, const ElementFormat& f,
                   int threads) {
-  parallel_map(in, out, threads, [&](uint16_t c, int64_t) { return decode(c, f); });
+  check_sizes(in.size(), out.size());
+  for_each_chunk(in.size(), 0, threads, [&](size_t b, size_t k) {
+    simd::decode_u16(in.data() + b, out.data() + b, k, f);
+  });
 }
 void fake_cast_array(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                      const CastOptions& opt) {
-  const bool sr = opt.round == Rounding::sr;
-  parallel_map(in, out, opt.threads, [&](float x, int64_t i) {
-    const uint32_t r =
-        sr ? random_bits(opt.seed, opt.stream, opt.index_offset + static_cast<uint64_t>(i)) : 0u;
-    return decode(encode(x, f, opt.round, opt.overflow, r, opt.sr_bits), f);
+  check_sizes(in.size(), out.size());
+  for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
+    simd::fake_cast(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt);
   });
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "lpx/formats/element_format.hpp"
 #include "lpx/numerics/rounding.hpp"
@@ -34,5 +36,20 @@ void decode_array(std::span<const uint16_t> in, std::span<float> out, const Elem
 // decode(encode(x)) without materialising codes.
 void fake_cast_array(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                      const CastOptions& opt);
+
+// Test hooks for the SIMD paths (Highway runtime dispatch). A target is Highway's HWY_*
+// bit, kept as a plain integer so this header does not depend on Highway.
+namespace cast_testing {
+struct SimdTarget {
+  int64_t id;
+  std::string name;  // "AVX3", "AVX2", "SSE4", "SSSE3", "EMU128", ...
+};
+// The targets compiled into lpx that this CPU supports, best first.
+std::vector<SimdTarget> simd_targets();
+// Restricts dispatch to `target` (one id from simd_targets()); 0 restores the default.
+void force_simd_target(int64_t target);
+// The target the array casts dispatch to now.
+std::string dispatched_simd_target();
+}  // namespace cast_testing
 
 }  // namespace lpx

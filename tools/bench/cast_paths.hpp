@@ -1,0 +1,128 @@
+// The array-cast paths that `lpx bench` and lpx_bench_cast (Google Benchmark) time, and
+// the memcpy baseline they are compared with. Header-only so both binaries share one list.
+//
+// Bandwidth convention: a path that reads I and writes O bytes per element moves I + O
+// bytes; its baseline is a memcpy of (I + O) / 2 bytes per element, which moves the same
+// number of bytes (it reads and writes each), so ratio = memcpy time / path time.
+#pragma once
+
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <omp.h>
+
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/element_format.hpp"
+
+namespace lpx::bench {
+
+struct Buffers {
+  std::vector<float> in;       // inputs (deterministic, roughly N(0, 1) * 64)
+  std::vector<uint8_t> codes8;  // codes of <= 8-bit formats (decode input too)
+  std::vector<uint16_t> codes16;
+  std::vector<float> out;      // decoded / fake-cast values
+
+  explicit Buffers(size_t n) : in(n), codes8(n), codes16(n), out(n) {
+    // A cheap hash per index: the same data for any thread count.
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
+      uint64_t z = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+      z = (z ^ (z >> 31)) * 0xBF58476D1CE4E5B9ull;
+      z ^= z >> 29;
+      // Sum of 4 uniforms: bell-shaped, mostly inside e4m3's range, some beyond e2m1's.
+      float s = 0;
+      for (int k = 0; k < 4; ++k) s += static_cast<float>((z >> (16 * k)) & 0xffff) / 65536.0f;
+      in[static_cast<size_t>(i)] = (s - 2.0f) * 64.0f;
+    }
+  }
+  size_t size() const { return in.size(); }
+};
+
+struct CastPath {
+  std::string name;
+  size_t in_bytes;   // per element
+  size_t out_bytes;  // per element
+  std::function<void(Buffers&, int threads)> run;
+};
+
+inline CastOptions cast_options(Rounding r, Overflow o, int threads) {
+  CastOptions opt;
+  opt.round = r;
+  opt.overflow = o;
+  opt.seed = 1234;
+  opt.threads = threads;
+  return opt;
+}
+
+inline std::vector<CastPath> cast_paths() {
+  std::vector<CastPath> p;
+  struct Enc {
+    const ElementFormat* f;
+    const char* short_name;
+    Rounding r;
+    Overflow o;
+  };
+  const Enc encodes[] = {
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::rne, Overflow::ieee},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::rne, Overflow::sat},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::rtz, Overflow::ieee},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::sr, Overflow::ieee},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::sr, Overflow::sat},
+      {&fmt4::e2m1, "e2m1", Rounding::rne, Overflow::ieee},
+      {&fmt4::e2m1, "e2m1", Rounding::rne, Overflow::sat},
+      {&fmt4::e2m1, "e2m1", Rounding::rtz, Overflow::sat},
+      {&fmt4::e2m1, "e2m1", Rounding::sr, Overflow::sat},
+      {&fmt8::e5m2, "e5m2", Rounding::rne, Overflow::ieee},
+      {&fmtint::int8, "int8", Rounding::rne, Overflow::sat},
+  };
+  for (const Enc& e : encodes) {
+    const std::string name = std::string("cast ") + e.short_name + " " +
+                             std::string(rounding_name(e.r)) +
+                             (e.o == Overflow::sat ? " sat" : " ieee");
+    p.push_back({name, 4, 1, [e](Buffers& b, int t) {
+                   encode_array(b.in, b.codes8, *e.f, cast_options(e.r, e.o, t));
+                 }});
+  }
+  p.push_back({"cast bf16 rne ieee", 4, 2, [](Buffers& b, int t) {
+                 encode_array(b.in, b.codes16, fmt16::bf16,
+                              cast_options(Rounding::rne, Overflow::ieee, t));
+               }});
+  p.push_back({"decode e4m3fn", 1, 4,
+               [](Buffers& b, int t) { decode_array(b.codes8, b.out, fmt8::e4m3fn, t); }});
+  p.push_back({"decode e2m1", 1, 4,
+               [](Buffers& b, int t) { decode_array(b.codes8, b.out, fmt4::e2m1, t); }});
+  p.push_back({"decode bf16", 2, 4,
+               [](Buffers& b, int t) { decode_array(b.codes16, b.out, fmt16::bf16, t); }});
+  for (const Enc& e : {Enc{&fmt8::e4m3fn, "e4m3fn", Rounding::rne, Overflow::ieee},
+                       Enc{&fmt8::e4m3fn, "e4m3fn", Rounding::sr, Overflow::ieee},
+                       Enc{&fmt4::e2m1, "e2m1", Rounding::rne, Overflow::sat},
+                       Enc{&fmt4::e2m1, "e2m1", Rounding::sr, Overflow::sat}}) {
+    const std::string name = std::string("fake-cast ") + e.short_name + " " +
+                             std::string(rounding_name(e.r)) +
+                             (e.o == Overflow::sat ? " sat" : " ieee");
+    p.push_back({name, 4, 4, [e](Buffers& b, int t) {
+                   fake_cast_array(b.in, b.out, *e.f, cast_options(e.r, e.o, t));
+                 }});
+  }
+  return p;
+}
+
+// memcpy of `bytes` from the input buffer to the output buffer (both hold >= 4n bytes),
+// split over `threads` like the casts are.
+inline void memcpy_baseline(Buffers& b, size_t bytes, int threads) {
+  const auto* src = reinterpret_cast<const unsigned char*>(b.in.data());
+  auto* dst = reinterpret_cast<unsigned char*>(b.out.data());
+  const size_t chunk = size_t{1} << 20;
+  const int64_t chunks = static_cast<int64_t>((bytes + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const size_t begin = static_cast<size_t>(c) * chunk;
+    std::memcpy(dst + begin, src + begin, std::min(chunk, bytes - begin));
+  }
+}
+
+}  // namespace lpx::bench

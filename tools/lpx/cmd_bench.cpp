@@ -1,0 +1,111 @@
+// `lpx bench`: throughput of the emulator's array casts, each beside a memcpy that moves
+// the same bytes in the same run (ratios, not bare times, are what compare across
+// machines). The paths are shared with tools/bench/lpx_bench_cast (Google Benchmark).
+#include <algorithm>
+#include <chrono>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "../bench/cast_paths.hpp"
+#include "command.hpp"
+
+namespace lpx::cli {
+namespace {
+
+struct BenchArgs {
+  size_t size = size_t{64} << 20;
+  int threads = 0;
+  int reps = 3;
+  bool json = false;
+  std::string filter;
+};
+
+// Best of `reps` timed runs, after one untimed warm-up (page faults, caches, OpenMP pool).
+template <class Fn>
+double best_seconds(int reps, Fn fn) {
+  fn();
+  double best = 1e300;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+  }
+  return best;
+}
+
+void run_bench(const BenchArgs& a) {
+  if (a.size == 0) throw UsageError("bench: --size must be positive");
+  if (a.reps < 1) throw UsageError("bench: --reps must be at least 1");
+  std::regex re;
+  try {
+    re = std::regex(a.filter.empty() ? std::string(".*") : a.filter);
+  } catch (const std::regex_error& e) {
+    throw UsageError(fmt::format("bench: bad --filter regex: {}", e.what()));
+  }
+  const int all = a.threads > 0 ? a.threads : omp_get_max_threads();
+  std::vector<int> thread_counts{1};
+  if (all > 1) thread_counts.push_back(all);
+
+  bench::Buffers buf(a.size);
+  const double n = static_cast<double>(a.size);
+  struct Row {
+    std::string path;
+    int threads;
+    double seconds, memcpy_seconds, bytes;
+  };
+  std::vector<Row> rows;
+  if (!a.json)
+    fmt::print("{:<24} {:>7} {:>12} {:>9} {:>11} {:>8}\n", "path", "threads", "elements/s",
+               "GB/s", "memcpy GB/s", "ratio");
+  for (const bench::CastPath& p : bench::cast_paths()) {
+    if (!std::regex_search(p.name, re)) continue;
+    for (int t : thread_counts) {
+      const double bytes = n * static_cast<double>(p.in_bytes + p.out_bytes);
+      // The memcpy right beside the path moves the same bytes: (I + O) / 2 per element.
+      const size_t copy = a.size * (p.in_bytes + p.out_bytes) / 2;
+      const double tm = best_seconds(a.reps, [&] { bench::memcpy_baseline(buf, copy, t); });
+      const double tp = best_seconds(a.reps, [&] { p.run(buf, t); });
+      rows.push_back({p.name, t, tp, tm, bytes});
+      if (!a.json)
+        fmt::print("{:<24} {:>7} {:>12.3e} {:>9.2f} {:>11.2f} {:>8.2f}\n", p.name, t, n / tp,
+                   bytes / tp * 1e-9, bytes / tm * 1e-9, tm / tp);
+      std::fflush(stdout);
+    }
+  }
+  if (a.json) {
+    fmt::print("[\n");
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Row& r = rows[k];
+      fmt::print(
+          "  {{\"path\": \"{}\", \"threads\": {}, \"elements\": {}, \"seconds\": {:.6g}, "
+          "\"elements_per_s\": {:.6g}, \"gb_per_s\": {:.6g}, \"memcpy_gb_per_s\": {:.6g}, "
+          "\"ratio_to_memcpy\": {:.4f}}}{}\n",
+          r.path, r.threads, a.size, r.seconds, n / r.seconds, r.bytes / r.seconds * 1e-9,
+          r.bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds,
+          k + 1 < rows.size() ? "," : "");
+    }
+    fmt::print("]\n");
+  }
+}
+
+const bool registered = register_command(60, [](CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Throughput of the array casts (encode, decode, fake-cast) at 1 and all threads, with\n"
+      "the ratio to a memcpy moving the same bytes (read + write) timed in the same run.");
+  cmd->add_option("--size", args->size, "elements per array (default 64Mi)");
+  cmd->add_option("--threads", args->threads, "the 'all threads' count (default: OpenMP's)");
+  cmd->add_option("--reps", args->reps, "timed repetitions, best kept (default 3)");
+  cmd->add_flag("--json", args->json, "print a JSON list instead of the table");
+  cmd->add_option("--filter", args->filter, "only paths matching this regex (e.g. 'e2m1')");
+  cmd->callback([args] { run_bench(*args); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
