@@ -1,0 +1,68 @@
+// The simulator's GEMMs and the quantized linear layer built on them.
+//
+// Every GEMM is C (M,N) = sum_k A(i,k) B(k,j) over row-major float32 arrays, with A and B
+// possibly transposed in memory. With fp32 accumulation it runs on Eigen in fixed chunks
+// of kRowChunk rows of C, one Eigen call per chunk (Eigen's own threading is off): the
+// chunks are spread over OpenMP threads, but each chunk's arithmetic is the same whatever
+// the thread count, so results are bit-identical with 1 or 2 or 16 threads.
+//
+// Limited accumulation (Accumulation::mantissa_bits < 23) emulates a tensor core whose
+// partial sums keep fewer mantissa bits: each product a*b is formed in float32 (exact for
+// the 8-bit and narrower operands recipes produce), added to the partial sum in double,
+// and the partial sum is rounded to `mantissa_bits` explicit bits (RNE, float32 exponent
+// range) after every addition; every `promote_every` products the partial sum is added
+// into a float32 accumulator and restarts from 0 (DeepSeek-V3's FP32 promotion every 128
+// elements). promote_every = 0 never promotes. k runs in increasing order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "lpx/sim/quantizer.hpp"
+
+namespace lpx::sim {
+
+inline constexpr int64_t kRowChunk = 64;
+
+// x rounded to `mantissa_bits` explicit mantissa bits (RNE), exponent range of float32.
+float round_to_mantissa(double x, int mantissa_bits);
+
+enum class Trans : uint8_t { n, t };
+// C (M,N) (+)= op(A) op(B), op(A) (M,K), op(B) (K,N). A is stored (M,K) for Trans::n and
+// (K,M) for Trans::t; B is stored (K,N) for Trans::n and (N,K) for Trans::t.
+void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+          int64_t k, const Accumulation& acc, bool accumulate);
+
+// One layer's quantized GEMMs: Y = X W^T (+ bias), dX = dY W, dW = dY^T X, each operand
+// through the layer's quantizer for its role first. stats[role] holds what the last call
+// did to that operand (when stats are collected).
+class QuantGemms {
+ public:
+  QuantGemms(LayerInfo info, std::unique_ptr<GemmQuantizer> q, Accumulation acc);
+  // y (M,N) = Q(fwd_x, x (M,K)) Q(fwd_w, w (N,K))^T + bias (N, or null)
+  void forward(const float* x, const float* w, const float* bias, float* y, int64_t m,
+               int64_t n, int64_t k, uint64_t step, bool collect);
+  // dx (M,K) = Q(dgrad_dy, dy) Q(dgrad_w, w)  (set, or added when dx_accumulate)
+  // dw (N,K) += Q(wgrad_dy, dy)^T Q(wgrad_x, x); dbias (N) += column sums of dy (fp32)
+  void backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
+                float* dbias, int64_t m, int64_t n, int64_t k, uint64_t step, bool collect,
+                bool dx_accumulate = false);
+  const LayerInfo& info() const { return info_; }
+  std::array<OperandStats, kNumRoles> stats{};
+  // Merges several calls' stats (attention runs one GEMM pair per batch and head):
+  // when `merge` is on, stats are combined (elements summed, amax max, percentages
+  // element-weighted, SQNR the minimum) instead of replaced.
+  bool merge = false;
+  void reset_stats() { stats = {}; }
+
+ private:
+  const float* quant(Role r, const float* in, int64_t rows, int64_t cols, uint64_t step,
+                     bool collect, std::vector<float>& buf);
+  LayerInfo info_;
+  std::unique_ptr<GemmQuantizer> q_;
+  Accumulation acc_;
+  std::vector<float> qa_, qb_;
+};
+
+}  // namespace lpx::sim

@@ -1,0 +1,81 @@
+// The simulator's models: an MLP classifier for Fashion-MNIST and a small decoder-only
+// transformer (GPT) for character-level language modelling. Forward and backward are
+// written out by hand (layers.hpp); every linear layer runs its three GEMMs through its
+// QuantGemms (gemm.hpp) so each operand goes through the recipe's quantizer for its role.
+//
+// Parameters live in one flat float32 array (params()) with a table of named tensors, and
+// gradients in a second array of the same layout, which keeps the optimizer, gradient
+// norms and checkpoints independent of the model.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lpx/sim/gemm.hpp"
+#include "lpx/sim/quantizer.hpp"
+
+namespace lpx::sim {
+
+struct ParamTensor {
+  std::string name;
+  int64_t offset = 0, size = 0;
+  std::vector<int64_t> shape;
+  bool decay = false;  // weight decay applies (matrices, not biases / norms)
+};
+
+// One training or evaluation batch. MLP: x_f (B, 784), y (B). GPT: x_i, y (B, T).
+struct Batch {
+  int batch = 0;
+  std::vector<float> x_f;
+  std::vector<int32_t> x_i, y;
+};
+
+struct ModelConfig {
+  std::string kind = "mlp";  // "mlp" | "gpt"
+  // mlp
+  int inputs = 784, classes = 10;
+  std::vector<int> hidden{256};
+  std::string activation = "relu";  // mlp: relu | gelu; gpt: gelu | swiglu
+  // gpt
+  int vocab = 0, context = 64, layers = 2, channels = 64, heads = 4;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  const ModelConfig& config() const { return cfg_; }
+  std::vector<float>& params() { return w_; }
+  std::vector<float>& grads() { return g_; }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  // Quantized GEMM layers, in model order (the rows of the per-layer statistics).
+  std::vector<QuantGemms*> gemm_layers();
+
+  // Zeroes the gradients, runs forward and backward on the batch, returns the mean loss.
+  // `collect` fills each layer's QuantGemms::stats.
+  virtual double forward_backward(const Batch& b, uint64_t step, bool collect) = 0;
+  // Forward only: mean loss, and the number of correct argmax predictions (classifier
+  // accuracy for the MLP, next-token accuracy for the GPT).
+  virtual double evaluate(const Batch& b, uint64_t step, int64_t* correct) = 0;
+
+ protected:
+  explicit Model(ModelConfig cfg) : cfg_(std::move(cfg)) {}
+  int64_t add_tensor(std::string name, std::vector<int64_t> shape, bool decay);
+  void allocate();  // after all add_tensor calls
+  float* p(int64_t offset) { return w_.data() + offset; }
+  float* d(int64_t offset) { return g_.data() + offset; }
+  ModelConfig cfg_;
+  std::vector<ParamTensor> tensors_;
+  std::vector<float> w_, g_;
+  std::vector<std::unique_ptr<QuantGemms>> gemms_;
+};
+
+// Builds a model with parameters initialised from Philox keyed by `seed` (normal init,
+// std 1/sqrt(fan_in) for the MLP's layers (sqrt(2/fan_in) with ReLU), 0.02 for the GPT's
+// with residual projections scaled by 1/sqrt(2 * layers), as GPT-2).
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const SimRecipe& recipe, int batch,
+                                  uint64_t seed);
+
+}  // namespace lpx::sim

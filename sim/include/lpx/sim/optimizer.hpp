@@ -1,0 +1,46 @@
+// AdamW (Loshchilov & Hutter 2019) over the model's flat parameter array, with the
+// recipe's master-weight and optimizer-state precisions:
+//   master fp32      w = w - lr (m_hat / (sqrt(v_hat) + eps) + wd w)  in float32
+//   master bf16_sr   the weights are kept as bfloat16 values: the float32 update above is
+//                    rounded back to bfloat16 stochastically, with random bits
+//                    lpx::random_bits(seed, stream = step, index = flat parameter index)
+//                    through lpx's codec (fake_cast_array, Rounding::sr), so the result
+//                    never depends on the thread count
+//   moments bf16     m and v are stored as bfloat16 (round to nearest even after each
+//                    update); fp32 keeps them in float32
+// Weight decay applies to tensors marked `decay` (matrices and embeddings).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lpx/sim/model.hpp"
+#include "lpx/sim/quantizer.hpp"
+
+namespace lpx::sim {
+
+struct AdamWConfig {
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
+};
+
+class AdamW {
+ public:
+  AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, Numerics numerics,
+        uint64_t seed);
+  // One update with learning rate lr at 0-based step `step`; returns ||delta w|| (the
+  // update norm, for the update/weight ratio).
+  double update(std::vector<float>& w, const std::vector<float>& g, float lr, uint64_t step);
+  // Rounds freshly initialised weights to the master precision (bf16: RNE).
+  void round_master(std::vector<float>& w) const;
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+
+ private:
+  std::vector<uint8_t> decay_;
+  AdamWConfig cfg_;
+  Numerics numerics_;
+  uint64_t seed_;
+  std::vector<float> m_, v_, next_;
+};
+
+}  // namespace lpx::sim

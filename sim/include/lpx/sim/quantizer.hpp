@@ -1,0 +1,96 @@
+// The simulator's view of a training recipe: which operand of which GEMM goes through
+// which quantizer, and the precisions of accumulation, master weights and optimizer state.
+//
+// GEMM roles (RECIPES.md): forward Y = X W^T with X (M,K), W (N,K); dgrad dX = dY W;
+// wgrad dW = dY^T X. The simulator passes every operand in its natural row-major layout
+// (X as (M,K), W as (N,K), dY as (M,N)) and the quantizer picks the axis from the role:
+// fwd_x, fwd_w along K; dgrad_dy, dgrad_w along N; wgrad_dy, wgrad_x along M. Transforms
+// (Hadamard) are applied to both operands of a GEMM and not undone, so the simulator
+// multiplies the two returned operands as they are.
+//
+// Recipes come from recipes/ (the catalogue and lpx::OperandQuantizer) when that target is
+// built (LPX_SIM_HAVE_RECIPES); two built-in recipes exist in every build: "fp32" (every
+// operand untouched) and "bf16" (every linear-layer operand rounded to bfloat16, RNE).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace lpx::sim {
+
+enum class Role : uint8_t { fwd_x, fwd_w, dgrad_dy, dgrad_w, wgrad_x, wgrad_dy };
+inline constexpr int kNumRoles = 6;
+std::string_view role_name(Role r);  // "fwd_x", ...
+
+struct LayerInfo {
+  enum Kind : uint8_t { linear, attention_bmm, embedding, head };
+  int index = 0;  // position among the model's layers, 0-based
+  int count = 1;  // number of layers of the model
+  Kind kind = linear;
+  std::string name;  // "h0.attn.qkv", "fc1", ...
+};
+
+// What one quantizer call did to one operand (filled by the quantizer; the identity
+// reports amax and zeros, with an infinite SQNR).
+struct OperandStats {
+  int64_t elements = 0;
+  float amax = 0;
+  double flushed_pct = 0, saturated_pct = 0, sqnr_db = 0;
+  int64_t clamped_blocks = 0;
+};
+
+// Quantizes the operands of one layer's GEMMs. `step` keys stochastic rounding and
+// per-step transforms; stats may be null.
+class GemmQuantizer {
+ public:
+  virtual ~GemmQuantizer() = default;
+  virtual void apply(Role role, const float* in, float* out, int64_t rows, int64_t cols,
+                     uint64_t step, OperandStats* stats) = 0;
+  virtual bool is_identity(Role role) const = 0;
+};
+
+// GEMM accumulation: fp32, or partial sums rounded (RNE) to `mantissa_bits` explicit
+// mantissa bits after every addition and promoted into an fp32 accumulator every
+// `promote_every` products along K (DeepSeek-V3's FP32 promotion).
+struct Accumulation {
+  int mantissa_bits = 23;  // 23: plain fp32
+  int promote_every = 0;   // 0: never (the whole K in the limited accumulator)
+  bool is_fp32() const { return mantissa_bits >= 23; }
+};
+
+struct Numerics {
+  enum class Master : uint8_t { fp32, bf16_sr };
+  enum class Moments : uint8_t { fp32, bf16 };
+  Master master = Master::fp32;
+  Moments moments = Moments::fp32;
+  Accumulation accumulation;
+};
+
+struct SimRecipe {
+  std::string name;
+  std::string json;  // the recipe as JSON (what the run log stores)
+  Numerics numerics;
+  // A quantizer for one layer; `seed` keys its randomness.
+  std::function<std::unique_ptr<GemmQuantizer>(const LayerInfo&, uint64_t seed)> make_quantizer;
+  std::function<bool(const LayerInfo&)> keeps_high_precision;
+};
+
+// A catalogue name or a .json path (recipes/), or a built-in ("fp32", "bf16"). Throws
+// std::invalid_argument for unknown names.
+SimRecipe load_sim_recipe(const std::string& name_or_path);
+bool have_recipe_catalogue();  // true when built with recipes/
+
+// The identity quantizer (reports amax only) and the bf16 one, for tests and built-ins.
+std::unique_ptr<GemmQuantizer> make_identity_quantizer();
+std::unique_ptr<GemmQuantizer> make_bf16_quantizer();
+
+// Fills stats for out = quantized(in) from the two arrays: amax of in, % of nonzero finite
+// inputs that became zero (flushed), % of finite inputs that became non-finite (the
+// only saturation visible from outside a quantizer), SQNR = 10 log10(sum in^2 / sum
+// (in - out)^2) in dB (+inf when out == in).
+void fill_stats_from_difference(const float* in, const float* out, int64_t n, OperandStats* stats);
+
+}  // namespace lpx::sim

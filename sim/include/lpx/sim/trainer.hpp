@@ -1,0 +1,116 @@
+// A training run: data, model, recipe, AdamW, learning-rate schedule, evaluation,
+// HDF5 logging and checkpoints (run_log.hpp). `lpx train` is a thin shell around it.
+//
+// Determinism: everything random is Philox keyed by (seed, stream, index) and every batch
+// is a pure function of (seed, step), so a run is a function of its config: the same seed
+// gives the same loss array bit for bit with any --threads, and a run resumed from a
+// checkpoint continues exactly as the uninterrupted run would have.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lpx/sim/data.hpp"
+#include "lpx/sim/model.hpp"
+#include "lpx/sim/optimizer.hpp"
+#include "lpx/sim/quantizer.hpp"
+
+namespace lpx::sim {
+
+struct TrainConfig {
+  ModelConfig model;
+  std::string recipe = "fp32";
+  int64_t steps = 100;
+  uint64_t seed = 0;
+  float lr = 1e-3f;
+  int batch = 0;             // 0: 128 for mlp, 16 for gpt
+  int threads = 0;           // 0: OpenMP's default; results never depend on it
+  std::string data;          // "" : the Debian package's location
+  int64_t eval_every = 0;    // 0: only at the end
+  int64_t eval_batches = 0;  // gpt: validation windows / batch (0: 8); mlp: whole test set
+  int64_t checkpoint_every = 0;  // 0: only at the end (when there is a log)
+  int64_t warmup = -1;       // -1: min(100, steps / 10)
+  float min_lr_fraction = 0.1f;  // cosine decay to lr * this at the last step
+  float weight_decay = 0.0f;
+  float clip = 1.0f;         // global gradient-norm clipping; 0 disables
+  int64_t stats_every = 1;   // per-operand quantizer statistics every N steps (rows are NaN between)
+  std::string to_json() const;
+  static TrainConfig from_json(const std::string& json);
+};
+
+struct StepMetrics {
+  int64_t step = 0;  // 0-based index of the step just taken
+  double loss = 0, grad_norm = 0, update_ratio = 0, step_time_s = 0;
+  float lr = 0;
+};
+struct EvalMetrics {
+  int64_t step = 0;  // number of completed steps when evaluated
+  double loss = 0, accuracy = 0;
+};
+
+class RunLog;
+
+class Trainer {
+ public:
+  explicit Trainer(TrainConfig cfg);
+  ~Trainer();
+  // Logs to `path` (created, replacing an existing file), or resumes from the checkpoint
+  // in `path` when `resume`: the config is read from the file (steps may be raised), and
+  // rows logged after the checkpoint are dropped. Without a call, nothing is logged.
+  void attach_log(const std::string& path);
+  static std::unique_ptr<Trainer> resume(const std::string& path, std::optional<int64_t> steps);
+
+  StepMetrics step();  // one training step (and eval / checkpoint when due)
+  EvalMetrics evaluate();
+  void checkpoint();
+  bool done() const { return step_ >= cfg_.steps; }
+  int64_t current_step() const { return step_; }
+  // Runs to cfg.steps; `progress` is called after each step.
+  void run(const std::function<void(const StepMetrics&, const std::optional<EvalMetrics>&)>& progress = {});
+
+  const TrainConfig& config() const { return cfg_; }
+  Model& model() { return *model_; }
+  const SimRecipe& recipe() const { return recipe_; }
+  const std::vector<double>& losses() const { return losses_; }
+  const std::vector<EvalMetrics>& evals() const { return evals_; }
+  int64_t samples_per_step() const;  // images (mlp) or tokens (gpt)
+  float lr_at(int64_t step) const;
+
+ private:
+  void load_data();
+  void next_batch(uint64_t step);
+  TrainConfig cfg_;
+  SimRecipe recipe_;
+  std::shared_ptr<const ImageSet> train_set_, test_set_;
+  std::shared_ptr<const CharCorpus> corpus_;
+  std::unique_ptr<ImageBatcher> batcher_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<RunLog> log_;
+  Batch batch_;
+  int64_t step_ = 0;
+  std::vector<double> losses_;
+  std::vector<EvalMetrics> evals_;
+};
+
+// Loaded data sets are cached per path for the life of the process (tests build many
+// trainers over the same data).
+std::shared_ptr<const ImageSet> cached_fashion_mnist(const std::string& dir, bool train);
+std::shared_ptr<const CharCorpus> cached_char_corpus(const std::string& path);
+
+// Seconds per training step (median of `steps` timed steps after one warm-up) for a model
+// ("mlp" | "gpt", default sizes) and a recipe: what `lpx bench --train` reports.
+struct BenchResult {
+  std::string model, recipe;
+  double seconds_per_step = 0;
+  double samples_per_second = 0;
+};
+BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
+                              int threads = 0);
+
+}  // namespace lpx::sim

@@ -1,0 +1,155 @@
+// GEMMs (Eigen in fixed row chunks, or the limited-accumulation loop) and QuantGemms.
+#include "lpx/sim/gemm.hpp"
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace lpx::sim {
+
+namespace {
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MapC = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+using Map = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
+}  // namespace
+
+float round_to_mantissa(double x, int mantissa_bits) {
+  if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
+  int e = 0;
+  const double f = std::frexp(x, &e);  // x = f 2^e, 0.5 <= |f| < 1
+  // keep mantissa_bits + 1 significant bits (RNE: nearbyint in the default rounding mode)
+  const double scaled = std::ldexp(f, mantissa_bits + 1);
+  const double r = std::nearbyint(scaled);
+  return static_cast<float>(std::ldexp(r, e - mantissa_bits - 1));
+}
+
+void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+          int64_t k, const Accumulation& acc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
+  if (acc.is_fp32()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t ci = 0; ci < chunks; ++ci) {
+      const int64_t r0 = ci * kRowChunk;
+      const int64_t rows = std::min(kRowChunk, m - r0);
+      Map cm(c + r0 * n, rows, n, Eigen::OuterStride<>(n));
+      // op(A) rows r0..r0+rows: for Trans::t they are columns of the stored (K,M) array.
+      if (ta == Trans::n) {
+        MapC am(a + r0 * k, rows, k, Eigen::OuterStride<>(k));
+        if (tb == Trans::n) {
+          MapC bm(b, k, n, Eigen::OuterStride<>(n));
+          if (accumulate) cm.noalias() += am * bm; else cm.noalias() = am * bm;
+        } else {
+          MapC bm(b, n, k, Eigen::OuterStride<>(k));
+          if (accumulate) cm.noalias() += am * bm.transpose(); else cm.noalias() = am * bm.transpose();
+        }
+      } else {
+        MapC am(a + r0, k, rows, Eigen::OuterStride<>(m));
+        if (tb == Trans::n) {
+          MapC bm(b, k, n, Eigen::OuterStride<>(n));
+          if (accumulate) cm.noalias() += am.transpose() * bm; else cm.noalias() = am.transpose() * bm;
+        } else {
+          MapC bm(b, n, k, Eigen::OuterStride<>(k));
+          if (accumulate) cm.noalias() += am.transpose() * bm.transpose();
+          else cm.noalias() = am.transpose() * bm.transpose();
+        }
+      }
+    }
+    return;
+  }
+  // Limited accumulation: scalar loop, each C element reduced in increasing k.
+  const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
+  const int64_t b_sk = tb == Trans::n ? n : 1, b_sj = tb == Trans::n ? 1 : k;
+  const int mb = acc.mantissa_bits;
+  const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
+#pragma omp parallel for schedule(static)
+  for (int64_t ci = 0; ci < chunks; ++ci) {
+    const int64_t r1 = std::min(m, (ci + 1) * kRowChunk);
+    for (int64_t i = ci * kRowChunk; i < r1; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float total = accumulate ? c[i * n + j] : 0.0f;
+        float partial = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const float p = a[i * a_si + kk * a_sk] * b[kk * b_sk + j * b_sj];
+          partial = round_to_mantissa(static_cast<double>(partial) + p, mb);
+          if ((kk + 1) % every == 0 || kk + 1 == k) {
+            total += partial;
+            partial = 0;
+          }
+        }
+        c[i * n + j] = total;
+      }
+  }
+}
+
+QuantGemms::QuantGemms(LayerInfo info, std::unique_ptr<GemmQuantizer> q, Accumulation acc)
+    : info_(std::move(info)), q_(std::move(q)), acc_(acc) {}
+
+const float* QuantGemms::quant(Role r, const float* in, int64_t rows, int64_t cols,
+                               uint64_t step, bool collect, std::vector<float>& buf) {
+  OperandStats s;
+  OperandStats* sp = collect ? &s : nullptr;
+  const float* result = in;
+  if (q_->is_identity(r)) {
+    if (collect) fill_stats_from_difference(in, in, rows * cols, sp);
+  } else {
+    buf.resize(static_cast<size_t>(rows * cols));
+    q_->apply(r, in, buf.data(), rows, cols, step, sp);
+    result = buf.data();
+  }
+  if (collect) {
+    OperandStats& t = stats[static_cast<size_t>(r)];
+    if (merge && t.elements > 0) {
+      const double n0 = static_cast<double>(t.elements), n1 = static_cast<double>(s.elements);
+      t.flushed_pct = (t.flushed_pct * n0 + s.flushed_pct * n1) / (n0 + n1);
+      t.saturated_pct = (t.saturated_pct * n0 + s.saturated_pct * n1) / (n0 + n1);
+      t.sqnr_db = std::min(t.sqnr_db, s.sqnr_db);
+      t.amax = std::max(t.amax, s.amax);
+      t.elements += s.elements;
+      t.clamped_blocks += s.clamped_blocks;
+    } else {
+      t = s;
+    }
+  }
+  return result;
+}
+
+void QuantGemms::forward(const float* x, const float* w, const float* bias, float* y, int64_t m,
+                         int64_t n, int64_t k, uint64_t step, bool collect) {
+  const float* xq = quant(Role::fwd_x, x, m, k, step, collect, qa_);
+  const float* wq = quant(Role::fwd_w, w, n, k, step, collect, qb_);
+  // y (M,N) = xq (M,K) wq (N,K)^T
+  gemm(Trans::n, Trans::t, xq, wq, y, m, n, k, acc_, false);
+  if (bias) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
+  }
+}
+
+void QuantGemms::backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
+                          float* dbias, int64_t m, int64_t n, int64_t k, uint64_t step,
+                          bool collect, bool dx_accumulate) {
+  if (dx) {
+    const float* dyq = quant(Role::dgrad_dy, dy, m, n, step, collect, qa_);
+    const float* wq = quant(Role::dgrad_w, w, n, k, step, collect, qb_);
+    // dx (M,K) = dyq (M,N) wq (N,K)
+    gemm(Trans::n, Trans::n, dyq, wq, dx, m, k, n, acc_, dx_accumulate);
+  }
+  const float* dyq = quant(Role::wgrad_dy, dy, m, n, step, collect, qa_);
+  const float* xq = quant(Role::wgrad_x, x, m, k, step, collect, qb_);
+  // dw (N,K) += dyq^T (N,M) xq (M,K)
+  gemm(Trans::t, Trans::n, dyq, xq, dw, n, k, m, acc_, true);
+  if (dbias) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) dbias[j] += dy[i * n + j];
+  }
+}
+
+}  // namespace lpx::sim

@@ -1,0 +1,71 @@
+// AdamW with fp32 or bf16-SR master weights and fp32 or bf16 moments.
+#include "lpx/sim/optimizer.hpp"
+
+#include <cmath>
+#include <span>
+
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/element_format.hpp"
+
+namespace lpx::sim {
+
+namespace {
+constexpr uint32_t kStreamMasterSr = 0x4d535452u;  // "MSTR": xor'ed with the step's low bits
+
+void to_bf16(std::vector<float>& x, Rounding round, uint64_t seed, uint32_t stream) {
+  CastOptions opt;
+  opt.round = round;
+  opt.overflow = Overflow::ieee;
+  opt.seed = seed;
+  opt.stream = stream;
+  fake_cast_array(std::span<const float>(x), std::span<float>(x), fmt16::bf16, opt);
+}
+}  // namespace
+
+AdamW::AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, Numerics numerics,
+             uint64_t seed)
+    : decay_(n, 0), cfg_(cfg), numerics_(numerics), seed_(seed), m_(n, 0.0f), v_(n, 0.0f), next_(n, 0.0f) {
+  for (const ParamTensor& t : tensors)
+    if (t.decay)
+      std::fill_n(decay_.begin() + t.offset, t.size, uint8_t{1});
+}
+
+void AdamW::round_master(std::vector<float>& w) const {
+  if (numerics_.master == Numerics::Master::bf16_sr) to_bf16(w, Rounding::rne, 0, 0);
+}
+
+double AdamW::update(std::vector<float>& w, const std::vector<float>& g, float lr, uint64_t step) {
+  const auto n = static_cast<int64_t>(w.size());
+  const double t = static_cast<double>(step + 1);
+  const float bc1 = static_cast<float>(1.0 - std::pow(double{cfg_.beta1}, t));
+  const float bc2 = static_cast<float>(1.0 - std::pow(double{cfg_.beta2}, t));
+  const float b1 = cfg_.beta1, b2 = cfg_.beta2, eps = cfg_.eps, wd = cfg_.weight_decay;
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[static_cast<size_t>(i)];
+    const float mi = b1 * m_[static_cast<size_t>(i)] + (1.0f - b1) * gi;
+    const float vi = b2 * v_[static_cast<size_t>(i)] + (1.0f - b2) * gi * gi;
+    m_[static_cast<size_t>(i)] = mi;
+    v_[static_cast<size_t>(i)] = vi;
+    const float mhat = mi / bc1, vhat = vi / bc2;
+    const float wi = w[static_cast<size_t>(i)];
+    const float decay = decay_[static_cast<size_t>(i)] ? wd * wi : 0.0f;
+    next_[static_cast<size_t>(i)] = wi - lr * (mhat / (std::sqrt(vhat) + eps) + decay);
+  }
+  if (numerics_.moments == Numerics::Moments::bf16) {
+    to_bf16(m_, Rounding::rne, 0, 0);
+    to_bf16(v_, Rounding::rne, 0, 0);
+  }
+  if (numerics_.master == Numerics::Master::bf16_sr)
+    to_bf16(next_, Rounding::sr, seed_, kStreamMasterSr ^ static_cast<uint32_t>(step));
+  // ||w_new - w_old||, summed in double in index order
+  double du = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = double{next_[static_cast<size_t>(i)]} - double{w[static_cast<size_t>(i)]};
+    du += d * d;
+  }
+  w.swap(next_);
+  return std::sqrt(du);
+}
+
+}  // namespace lpx::sim

@@ -1,0 +1,321 @@
+// The training loop, evaluation, checkpoints and the step-time benchmark.
+#include "lpx/sim/trainer.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <numbers>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "lpx/sim/run_log.hpp"
+
+#ifndef LPX_VERSION
+#define LPX_VERSION "unknown"
+#endif
+
+namespace lpx::sim {
+
+using json = nlohmann::json;
+
+std::string TrainConfig::to_json() const {
+  json j;
+  j["model"] = {{"kind", model.kind},       {"inputs", model.inputs},   {"classes", model.classes},
+                {"hidden", model.hidden},   {"activation", model.activation},
+                {"vocab", model.vocab},     {"context", model.context}, {"layers", model.layers},
+                {"channels", model.channels}, {"heads", model.heads}};
+  j["recipe"] = recipe;
+  j["steps"] = steps;
+  j["seed"] = seed;
+  j["lr"] = lr;
+  j["batch"] = batch;
+  j["data"] = data;
+  j["eval_every"] = eval_every;
+  j["eval_batches"] = eval_batches;
+  j["checkpoint_every"] = checkpoint_every;
+  j["warmup"] = warmup;
+  j["min_lr_fraction"] = min_lr_fraction;
+  j["weight_decay"] = weight_decay;
+  j["clip"] = clip;
+  j["stats_every"] = stats_every;
+  return j.dump();
+}
+
+TrainConfig TrainConfig::from_json(const std::string& text) {
+  const json j = json::parse(text);
+  TrainConfig c;
+  const json& m = j.at("model");
+  c.model.kind = m.at("kind");
+  c.model.inputs = m.at("inputs");
+  c.model.classes = m.at("classes");
+  c.model.hidden = m.at("hidden").get<std::vector<int>>();
+  c.model.activation = m.at("activation");
+  c.model.vocab = m.at("vocab");
+  c.model.context = m.at("context");
+  c.model.layers = m.at("layers");
+  c.model.channels = m.at("channels");
+  c.model.heads = m.at("heads");
+  c.recipe = j.at("recipe");
+  c.steps = j.at("steps");
+  c.seed = j.at("seed");
+  c.lr = j.at("lr");
+  c.batch = j.at("batch");
+  c.data = j.at("data");
+  c.eval_every = j.at("eval_every");
+  c.eval_batches = j.at("eval_batches");
+  c.checkpoint_every = j.at("checkpoint_every");
+  c.warmup = j.at("warmup");
+  c.min_lr_fraction = j.at("min_lr_fraction");
+  c.weight_decay = j.at("weight_decay");
+  c.clip = j.at("clip");
+  c.stats_every = j.at("stats_every");
+  return c;
+}
+
+std::shared_ptr<const ImageSet> cached_fashion_mnist(const std::string& dir, bool train) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, bool>, std::shared_ptr<const ImageSet>> cache;
+  std::lock_guard lock(mu);
+  auto& slot = cache[{dir, train}];
+  if (!slot) slot = std::make_shared<const ImageSet>(load_fashion_mnist(dir, train));
+  return slot;
+}
+
+std::shared_ptr<const CharCorpus> cached_char_corpus(const std::string& path) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const CharCorpus>> cache;
+  std::lock_guard lock(mu);
+  auto& slot = cache[path];
+  if (!slot) slot = std::make_shared<const CharCorpus>(load_char_corpus(path));
+  return slot;
+}
+
+namespace {
+// Validation windows for the GPT come from their own seed, the same for every run.
+constexpr uint64_t kValSeed = 0x56414c;  // "VAL"
+}
+
+Trainer::Trainer(TrainConfig cfg) : cfg_(std::move(cfg)) {
+  if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
+  if (cfg_.steps < 0) throw std::invalid_argument("steps must not be negative");
+  if (cfg_.batch == 0) cfg_.batch = cfg_.model.kind == "gpt" ? 16 : 128;
+  if (cfg_.warmup < 0) cfg_.warmup = std::min<int64_t>(100, cfg_.steps / 10);
+  recipe_ = load_sim_recipe(cfg_.recipe);
+  load_data();
+  model_ = make_model(cfg_.model, recipe_, cfg_.batch, cfg_.seed);
+  AdamWConfig ac;
+  ac.weight_decay = cfg_.weight_decay;
+  ac.beta2 = cfg_.model.kind == "gpt" ? 0.95f : 0.999f;
+  opt_ = std::make_unique<AdamW>(model_->tensors(), model_->params().size(), ac, recipe_.numerics, cfg_.seed);
+  opt_->round_master(model_->params());
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::load_data() {
+  if (cfg_.model.kind == "mlp") {
+    const std::string dir = cfg_.data.empty() ? kFashionMnistDir : cfg_.data;
+    train_set_ = cached_fashion_mnist(dir, true);
+    test_set_ = cached_fashion_mnist(dir, false);
+    cfg_.model.inputs = static_cast<int>(train_set_->features());
+    cfg_.model.classes = 10;
+    batcher_ = std::make_unique<ImageBatcher>(*train_set_, cfg_.batch, cfg_.seed);
+  } else if (cfg_.model.kind == "gpt") {
+    corpus_ = cached_char_corpus(cfg_.data.empty() ? kFortunesDir : cfg_.data);
+    cfg_.model.vocab = corpus_->vocab_size();
+  } else {
+    throw std::invalid_argument(fmt::format("unknown model '{}' (mlp | gpt)", cfg_.model.kind));
+  }
+}
+
+int64_t Trainer::samples_per_step() const {
+  return cfg_.model.kind == "gpt" ? int64_t{cfg_.batch} * cfg_.model.context : cfg_.batch;
+}
+
+float Trainer::lr_at(int64_t step) const {
+  // linear warmup, then cosine decay from lr to lr * min_lr_fraction at the last step
+  if (step < cfg_.warmup) return cfg_.lr * static_cast<float>(step + 1) / static_cast<float>(cfg_.warmup);
+  const int64_t span = std::max<int64_t>(1, cfg_.steps - cfg_.warmup);
+  const double progress = std::min(1.0, static_cast<double>(step - cfg_.warmup) / static_cast<double>(span));
+  const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
+  const double frac = cfg_.min_lr_fraction + (1.0 - cfg_.min_lr_fraction) * cosine;
+  return static_cast<float>(cfg_.lr * frac);
+}
+
+void Trainer::next_batch(uint64_t step) {
+  batch_.batch = cfg_.batch;
+  if (cfg_.model.kind == "mlp") {
+    batch_.x_f.resize(static_cast<size_t>(cfg_.batch * train_set_->features()));
+    batch_.y.resize(static_cast<size_t>(cfg_.batch));
+    batcher_->batch(step, batch_.x_f.data(), batch_.y.data());
+  } else {
+    const size_t n = static_cast<size_t>(cfg_.batch) * static_cast<size_t>(cfg_.model.context);
+    batch_.x_i.resize(n);
+    batch_.y.resize(n);
+    token_batch(corpus_->train, cfg_.batch, cfg_.model.context, cfg_.seed, step, batch_.x_i.data(), batch_.y.data());
+  }
+}
+
+StepMetrics Trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  StepMetrics m;
+  m.step = step_;
+  const auto s = static_cast<uint64_t>(step_);
+  next_batch(s);
+  const bool collect = cfg_.stats_every > 0 && step_ % cfg_.stats_every == 0;
+  m.loss = model_->forward_backward(batch_, s, collect);
+  auto& g = model_->grads();
+  auto& w = model_->params();
+  double gn = 0, wn = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    gn += double{g[i]} * g[i];
+    wn += double{w[i]} * w[i];
+  }
+  m.grad_norm = std::sqrt(gn);
+  if (cfg_.clip > 0 && m.grad_norm > cfg_.clip) {
+    const auto scale = static_cast<float>(cfg_.clip / m.grad_norm);
+    for (float& x : g) x *= scale;
+  }
+  m.lr = lr_at(step_);
+  const double du = opt_->update(w, g, m.lr, s);
+  m.update_ratio = wn > 0 ? du / std::sqrt(wn) : 0;
+  ++step_;
+  losses_.push_back(m.loss);
+  m.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (log_) {
+    std::vector<std::array<OperandStats, kNumRoles>> stats;
+    if (collect)
+      for (QuantGemms* q : model_->gemm_layers()) stats.push_back(q->stats);
+    log_->append_step(m, collect ? &stats : nullptr);
+  }
+  return m;
+}
+
+EvalMetrics Trainer::evaluate() {
+  EvalMetrics e;
+  e.step = step_;
+  double loss = 0;
+  int64_t correct = 0, count = 0, batches = 0;
+  Batch b;
+  b.batch = cfg_.batch;
+  const auto eval_step = static_cast<uint64_t>(step_);
+  if (cfg_.model.kind == "mlp") {
+    const int64_t f = test_set_->features();
+    b.x_f.resize(static_cast<size_t>(cfg_.batch * f));
+    b.y.resize(static_cast<size_t>(cfg_.batch));
+    for (int64_t first = 0; first + cfg_.batch <= test_set_->n; first += cfg_.batch) {
+      std::copy_n(test_set_->images.data() + first * f, cfg_.batch * f, b.x_f.data());
+      for (int i = 0; i < cfg_.batch; ++i) b.y[static_cast<size_t>(i)] = test_set_->labels[static_cast<size_t>(first + i)];
+      int64_t c = 0;
+      loss += model_->evaluate(b, eval_step, &c);
+      correct += c;
+      count += cfg_.batch;
+      ++batches;
+    }
+  } else {
+    const int64_t nb = cfg_.eval_batches > 0 ? cfg_.eval_batches : 8;
+    const size_t n = static_cast<size_t>(cfg_.batch) * static_cast<size_t>(cfg_.model.context);
+    b.x_i.resize(n);
+    b.y.resize(n);
+    for (int64_t i = 0; i < nb; ++i) {
+      token_batch(corpus_->val, cfg_.batch, cfg_.model.context, kValSeed, static_cast<uint64_t>(i), b.x_i.data(), b.y.data());
+      int64_t c = 0;
+      loss += model_->evaluate(b, eval_step, &c);
+      correct += c;
+      count += static_cast<int64_t>(n);
+      ++batches;
+    }
+  }
+  e.loss = batches ? loss / static_cast<double>(batches) : 0;
+  e.accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0;
+  evals_.push_back(e);
+  if (log_) log_->append_eval(e);
+  return e;
+}
+
+void Trainer::checkpoint() {
+  if (log_) log_->write_checkpoint(step_, model_->params(), opt_->m(), opt_->v());
+}
+
+void Trainer::attach_log(const std::string& path) {
+  RunHeader h;
+  h.lpx_version = LPX_VERSION;
+  h.model = cfg_.model.kind;
+  h.recipe = recipe_.name;
+  h.recipe_json = recipe_.json;
+  h.config_json = cfg_.to_json();
+  h.seed = static_cast<int64_t>(cfg_.seed);
+  json table = json::array();
+  for (const ParamTensor& t : model_->tensors())
+    table.push_back({{"name", t.name}, {"offset", t.offset}, {"shape", t.shape}});
+  h.param_table = table.dump();
+  for (QuantGemms* q : model_->gemm_layers()) {
+    h.layers.push_back(q->info().name);
+    static constexpr const char* kinds[] = {"linear", "attention_bmm", "embedding", "head"};
+    h.layer_kinds.emplace_back(kinds[q->info().kind]);
+  }
+  h.param_count = static_cast<int64_t>(model_->params().size());
+  log_ = RunLog::create(path, h);
+}
+
+std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> steps) {
+  auto log = RunLog::open(path);
+  TrainConfig cfg = TrainConfig::from_json(log->attribute("config"));
+  if (steps) cfg.steps = *steps;
+  const CheckpointData ck = log->read_checkpoint();
+  if (ck.step < 0) throw std::runtime_error(fmt::format("{}: no checkpoint to resume from", path));
+  auto t = std::make_unique<Trainer>(cfg);
+  if (ck.params.size() != t->model_->params().size() || ck.adam_m.size() != ck.params.size() ||
+      ck.adam_v.size() != ck.params.size())
+    throw std::runtime_error(fmt::format("{}: checkpoint does not match the model", path));
+  t->model_->params() = ck.params;
+  t->opt_->m() = ck.adam_m;
+  t->opt_->v() = ck.adam_v;
+  t->step_ = ck.step;
+  log->truncate(ck.step);
+  const RunData d = read_run_log(path);
+  t->losses_ = d.loss;
+  for (size_t i = 0; i < d.eval_steps.size(); ++i)
+    t->evals_.push_back(EvalMetrics{d.eval_steps[i], d.eval_loss[i], d.eval_accuracy[i]});
+  t->log_ = std::move(log);
+  return t;
+}
+
+void Trainer::run(const std::function<void(const StepMetrics&, const std::optional<EvalMetrics>&)>& progress) {
+  while (!done()) {
+    const StepMetrics m = step();
+    std::optional<EvalMetrics> e;
+    if ((cfg_.eval_every > 0 && step_ % cfg_.eval_every == 0) || done()) e = evaluate();
+    if ((cfg_.checkpoint_every > 0 && step_ % cfg_.checkpoint_every == 0) || done()) checkpoint();
+    if (progress) progress(m, e);
+  }
+}
+
+BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
+                              int threads) {
+  TrainConfig c;
+  c.model.kind = model;
+  if (model == "gpt") c.model.activation = "gelu";
+  c.recipe = recipe;
+  c.steps = steps + 1;
+  c.threads = threads;
+  Trainer t(c);
+  t.step();  // warm-up: first-touch allocations, OpenMP pool
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) times.push_back(t.step().step_time_s);
+  std::sort(times.begin(), times.end());
+  BenchResult r;
+  r.model = model;
+  r.recipe = t.recipe().name;
+  r.seconds_per_step = times.empty() ? 0 : times[times.size() / 2];
+  r.samples_per_second = r.seconds_per_step > 0 ? static_cast<double>(t.samples_per_step()) / r.seconds_per_step : 0;
+  return r;
+}
+
+}  // namespace lpx::sim

@@ -1,0 +1,137 @@
+// `lpx train`: a training run of the simulator (sim/trainer.hpp) with an HDF5 log
+// (sim/run_log.hpp documents its layout), checkpoints in the same file and --resume.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include "command.hpp"
+#include "lpx/sim/trainer.hpp"
+
+namespace lpx::cli {
+namespace {
+
+struct TrainArgs {
+  std::string model = "mlp", recipe = "fp32", out, data, activation;
+  int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
+  uint64_t seed = 0;
+  float lr = 0, weight_decay = 0;
+  int batch = 0, threads = 0, layers = 0, channels = 0, heads = 0, context = 0;
+  std::vector<int> hidden;
+  bool resume = false;
+};
+
+std::string hms(double s) {
+  const auto t = static_cast<int64_t>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+                   : fmt::format("{}:{:02}", t / 60, t % 60);
+}
+
+void run_train(const TrainArgs& a) {
+  if (a.out.empty() && a.resume) throw UsageError("train: --resume needs --out FILE (the run to continue)");
+  std::unique_ptr<sim::Trainer> trainer;
+  if (a.resume) {
+    trainer = sim::Trainer::resume(a.out, a.steps > 0 ? std::optional<int64_t>(a.steps) : std::nullopt);
+  } else {
+    if (a.model != "mlp" && a.model != "gpt") throw UsageError(fmt::format("train: --model '{}' is not mlp or gpt", a.model));
+    if (a.steps <= 0) throw UsageError("train: --steps must be positive");
+    sim::TrainConfig c;
+    c.model.kind = a.model;
+    c.recipe = a.recipe;
+    c.steps = a.steps;
+    c.seed = a.seed;
+    c.lr = a.lr > 0 ? a.lr : (a.model == "gpt" ? 3e-3f : 1e-3f);
+    c.batch = a.batch;
+    c.threads = a.threads;
+    c.data = a.data;
+    c.eval_every = a.eval_every;
+    c.checkpoint_every = a.checkpoint_every;
+    c.stats_every = a.stats_every;
+    c.weight_decay = a.weight_decay;
+    if (a.model == "gpt") c.model.activation = "gelu";
+    if (!a.activation.empty()) c.model.activation = a.activation;
+    if (!a.hidden.empty()) c.model.hidden = a.hidden;
+    if (a.layers > 0) c.model.layers = a.layers;
+    if (a.channels > 0) c.model.channels = a.channels;
+    if (a.heads > 0) c.model.heads = a.heads;
+    if (a.context > 0) c.model.context = a.context;
+    trainer = std::make_unique<sim::Trainer>(c);
+    if (!a.out.empty()) trainer->attach_log(a.out);
+  }
+  // --threads applies to a resumed run too: results never depend on it
+  if (a.resume && a.threads > 0) omp_set_num_threads(a.threads);
+  const auto& cfg = trainer->config();
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  const char* unit = cfg.model.kind == "gpt" ? "tok/s" : "img/s";
+  const int64_t first = trainer->current_step();
+  fmt::print("lpx train: {} with recipe {} for {} steps (seed {}){}\n", cfg.model.kind,
+             trainer->recipe().name, cfg.steps, cfg.seed,
+             first > 0 ? fmt::format(", resumed at step {}", first) : "");
+  std::fflush(stdout);
+  const auto t0 = std::chrono::steady_clock::now();
+  trainer->run([&](const sim::StepMetrics& m, const std::optional<sim::EvalMetrics>& e) {
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t done = m.step + 1 - first;
+    const double rate = el > 0 ? static_cast<double>(done * trainer->samples_per_step()) / el : 0;
+    const double eta = done > 0 ? el / static_cast<double>(done) * static_cast<double>(cfg.steps - m.step - 1) : 0;
+    if (tty)
+      std::fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s  ETA %s",
+                   static_cast<long long>(m.step + 1), static_cast<long long>(cfg.steps), m.loss,
+                   static_cast<double>(m.lr), rate, unit, hms(eta).c_str());
+    if (e) {
+      if (tty) std::fprintf(stderr, "\r\033[K");
+      fmt::print("step {:>7}  train loss {:.4f}  eval loss {:.4f}  {} {:.2f}%\n", e->step, m.loss,
+                 e->loss, cfg.model.kind == "gpt" ? "next-token acc" : "test acc", 100.0 * e->accuracy);
+      std::fflush(stdout);
+    }
+    if (a.abort_after >= 0 && m.step + 1 >= a.abort_after) {
+      // a simulated crash for the resume tests: no final checkpoint, no file close
+      std::fflush(stdout);
+      std::_Exit(3);
+    }
+  });
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!a.out.empty()) fmt::print("log: {}\n", a.out);
+}
+
+const bool registered = register_command(90, [](CLI::App& app) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* cmd = app.add_subcommand("train", "Train an MLP (Fashion-MNIST) or a small GPT (characters) under a recipe");
+  cmd->add_option("--model", a->model, "mlp | gpt")->capture_default_str();
+  cmd->add_option("--recipe", a->recipe, "A catalogue name (lpx recipes) or a .json file")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "Training steps (with --resume: the new total)");
+  cmd->add_option("--seed", a->seed, "Seed of init, data order and stochastic rounding")->capture_default_str();
+  cmd->add_option("--out", a->out, "HDF5 log and checkpoints (run.h5)");
+  cmd->add_option("--lr", a->lr, "Peak learning rate (default 1e-3 mlp, 3e-3 gpt); warmup then cosine");
+  cmd->add_option("--batch", a->batch, "Batch size (default 128 mlp, 16 gpt)");
+  cmd->add_option("--threads", a->threads, "OpenMP threads (results do not depend on it)");
+  cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");
+  cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end)");
+  cmd->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (and at the end)");
+  cmd->add_option("--stats-every", a->stats_every, "Quantizer statistics every N steps")->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW weight decay of matrices")->capture_default_str();
+  cmd->add_option("--hidden", a->hidden, "mlp hidden widths (default 256)")->delimiter(',');
+  cmd->add_option("--activation", a->activation, "mlp: relu | gelu; gpt: gelu | swiglu");
+  cmd->add_option("--layers", a->layers, "gpt blocks (default 2)");
+  cmd->add_option("--channels", a->channels, "gpt width (default 64)");
+  cmd->add_option("--heads", a->heads, "gpt heads (default 4)");
+  cmd->add_option("--context", a->context, "gpt context (default 64)");
+  cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
+  cmd->add_option("--abort-after", a->abort_after, "Testing: exit abruptly after step N")->group("");
+  cmd->footer(
+      "Examples:\n"
+      "  lpx train --model mlp --recipe fp32 --steps 938 --eval-every 469 --out mlp.h5\n"
+      "  lpx train --model gpt --recipe mxfp8 --steps 500 --checkpoint-every 100 --out gpt.h5\n"
+      "  lpx train --out gpt.h5 --resume");
+  cmd->callback([a] { run_train(*a); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
