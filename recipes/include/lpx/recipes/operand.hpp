@@ -1,0 +1,119 @@
+// Applying a recipe to the operands of one layer's GEMMs: transform, then quantize
+// ("fake-quantize": the output is float32 holding the dequantized values, as a GEMM of
+// them in float32 would see).
+//
+// Per call apply(role, in, out, rows, cols, step):
+//   1. The operand is row-major (rows x cols); its reduction axis is reduction_axis(role)
+//      (recipe.hpp): for Y = X W^T with X (M,K), W (N,K): fwd_x and fwd_w along axis 1
+//      (K); dgrad dX = dY W: dY (M,N) along axis 1, W (N,K) along axis 0; wgrad
+//      dW = dY^T X: dY (M,N) and X (M,K) along axis 0 (M).
+//   2. Transform (when the role has one): the random Hadamard transform of size n in
+//      blocks of n along the reduction axis (numerics/hadamard.hpp, hadamard_blocks). It
+//      is NOT undone: both operands of the GEMM get the same orthonormal transform (same
+//      signs for a given (layer, gemm, step)), so their GEMM equals the GEMM of the
+//      originals up to quantization. The extent along the reduction axis must be a
+//      multiple of n (std::invalid_argument otherwise).
+//   3. Quantize: block formats via lpx::fake_quantize with the block axis set to the
+//      reduction axis (1xN vectors and per-channel blocks run along it; 2-D tiles and
+//      per-tensor blocks cover the same elements either way); bf16 via fake_cast_array;
+//      ternary_absmean via fake_quantize_ternary_absmean below.
+//
+// Random keys (all from the constructor's `seed`; documented so that a GPU or another
+// implementation reproduces them bit for bit):
+//   layer_key   = FNV-1a 32 of LayerInfo::name's bytes (offset 2166136261, prime 16777619)
+//   call_key(tag, step): (k0, k1, k2, k3) = philox4x32_10(
+//                    counter = (uint32(step), uint32(step >> 32), layer_key,
+//                               (uint32(index) << 8) | (kind << 4) | tag),
+//                    key = (uint32(seed), uint32(seed >> 32)))
+//                 gives call seed = k0 | (uint64(k1) << 32) and call stream = k2.
+//                 (index = LayerInfo::index, kind = LayerInfo::Kind as 0..3.)
+//   stochastic rounding of role r at step t: quantize / cast with (call seed, call stream)
+//                 of call_key(tag = int(r) (0..5), t); element index = the element's flat
+//                 row-major index in the operand (lpx::random_bits(seed, stream, i)).
+//   RHT signs, per_call: s_j = -1 iff random_bits(call seed, call stream, j) >> 31 for
+//                 call_key(tag = 8 + int(gemm_of(r)), t): the same for both roles of a GEMM.
+//   RHT signs, fixed: s_j from random_bits(seed, kFixedSignStream, j) >> 31: one vector for
+//                 the run (per seed), the same for every layer, GEMM and step.
+//
+// Delayed scaling (roles with amax_history, e.g. fp8-delayed): each such role keeps an
+// AmaxHistory; apply() quantizes with the history's amax (the previous calls; the first
+// call, with an empty history, uses scale 1 as Transformer Engine does) and then pushes
+// this operand's amax. So apply() changes state: call it once per role per step, in step
+// order. Calls for different roles may run concurrently; calls for the same role may not.
+//
+// High-precision layers (keeps_high_precision): every role becomes the recipe's
+// high_precision.format (bf16 cast with RNE, or fp32 = untouched), with no transform.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "lpx/formats/quantize.hpp"
+#include "lpx/recipes/recipe.hpp"
+
+namespace lpx {
+
+inline constexpr uint32_t kFixedSignStream = 0x52485446u;  // "RHTF"
+
+struct OperandStats {
+  int64_t elements = 0;
+  float amax = 0;             // largest finite |v| of what the format saw (after the transform)
+  double flushed_pct = 0;     // % of nonzero inputs that became zero
+  double saturated_pct = 0;   // % of elements clipped at the format's largest value
+  double sqnr_db = 0;         // 10 log10(sum v^2 / sum (q - v)^2), v = transformed input,
+                              // q = output, over finite v; +inf when q == v
+  int64_t clamped_blocks = 0;  // blocks whose scale was clamped (quantize.hpp)
+};
+
+struct CallKey {
+  uint64_t seed;
+  uint32_t stream;
+};
+uint32_t layer_key(const LayerInfo& layer);  // FNV-1a 32 of the name
+CallKey call_key(uint64_t seed, const LayerInfo& layer, uint32_t tag, uint64_t step);
+
+// BitNet b1.58 weights (Ma et al. 2024, and the reference code of 1bitLLM/bitnet_b1_58):
+//   gamma = max(float(sum |w| / count), 1e-5f)   (sum and division in double; per tensor)
+//   s = 1.0f / gamma;  q = clamp(nearbyint(w * s), -1, 1)   (RNE; w * s in float32)
+//   out = q / s                                               (float32)
+// i.e. torch's `(w * s).round().clamp(-1, 1) / s`. Returns gamma. out may equal in.
+// saturated / flushed (optional) count |nearbyint(w*s)| > 1 and nonzero w that became 0.
+float fake_quantize_ternary_absmean(std::span<const float> in, std::span<float> out,
+                                    int64_t* saturated = nullptr, int64_t* flushed = nullptr);
+
+class OperandQuantizer {
+ public:
+  // Keeps a copy of the recipe's role specs; `recipe` need not outlive it.
+  OperandQuantizer(const Recipe& recipe, const LayerInfo& layer, uint64_t seed);
+
+  // in and out are row-major (rows x cols) float32; out may equal in (in place); they
+  // must not otherwise overlap. stats, when given, is filled (see OperandStats).
+  void apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
+             uint64_t step, OperandStats* stats = nullptr);
+
+  // fp32 role without a transform: apply() would copy in to out unchanged.
+  bool is_identity(GemmRole role) const { return spec(role).is_identity(); }
+  // The spec apply() uses for the role (the high-precision one in a kept layer).
+  const RoleSpec& spec(GemmRole role) const { return specs_[static_cast<size_t>(role)]; }
+  bool high_precision() const { return high_precision_; }
+  const LayerInfo& layer() const { return layer_; }
+  // The sign vector (length n) the role's transform uses at `step`; empty without one.
+  std::vector<float> signs(GemmRole role, uint64_t step) const;
+  // The delayed-scaling history of a role, or null.
+  const AmaxHistory* history(GemmRole role) const {
+    const auto& h = histories_[static_cast<size_t>(role)];
+    return h ? &*h : nullptr;
+  }
+
+ private:
+  std::array<RoleSpec, kGemmRoles> specs_;
+  std::array<std::optional<AmaxHistory>, kGemmRoles> histories_;
+  LayerInfo layer_;
+  uint64_t seed_;
+  bool high_precision_;
+};
+
+}  // namespace lpx

@@ -1,0 +1,208 @@
+// OperandQuantizer: a recipe's transform + quantization of one layer's GEMM operands
+// (operand.hpp states the semantics and the random-key derivation).
+#include "lpx/recipes/operand.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "lpx/formats/cast.hpp"
+#include "lpx/numerics/hadamard.hpp"
+#include "lpx/numerics/philox.hpp"
+
+namespace lpx {
+
+uint32_t layer_key(const LayerInfo& layer) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : layer.name) {
+    h ^= c;
+    h *= 16777619u;
+  }
+  return h;
+}
+
+CallKey call_key(uint64_t seed, const LayerInfo& layer, uint32_t tag, uint64_t step) {
+  const uint32_t word3 = (static_cast<uint32_t>(layer.index) << 8) |
+                         (static_cast<uint32_t>(layer.kind) << 4) | (tag & 0xFu);
+  const Philox4x32 k = philox4x32_10(
+      Philox4x32{{static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), layer_key(layer), word3}},
+      static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return CallKey{k.v[0] | (static_cast<uint64_t>(k.v[1]) << 32), k.v[2]};
+}
+
+float fake_quantize_ternary_absmean(std::span<const float> in, std::span<float> out,
+                                    int64_t* saturated, int64_t* flushed) {
+  if (in.size() != out.size())
+    throw std::invalid_argument(
+        fmt::format("ternary_absmean: {} inputs but {} outputs", in.size(), out.size()));
+  double sum = 0;
+  for (float w : in) sum += std::fabs(static_cast<double>(w));
+  const float mean = in.empty() ? 0.0f : static_cast<float>(sum / static_cast<double>(in.size()));
+  const float gamma = std::max(mean, 1e-5f);
+  const float s = 1.0f / gamma;
+  int64_t sat = 0, flush = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const float w = in[i];
+    const float r = std::nearbyint(w * s);  // the default rounding mode: ties to even
+    sat += std::fabs(r) > 1.0f ? 1 : 0;
+    const float q = std::clamp(r, -1.0f, 1.0f);
+    const float y = q / s;
+    flush += (w != 0 && y == 0) ? 1 : 0;
+    out[i] = y;
+  }
+  if (saturated) *saturated = sat;
+  if (flushed) *flushed = flush;
+  return gamma;
+}
+
+namespace {
+
+RoleSpec high_precision_spec(RoleSpec::Kind kind) {
+  RoleSpec r;
+  r.kind = kind;
+  return r;
+}
+
+// SQNR, amax and % flushed of q against v (the quantizer's input).
+void error_stats(const float* v, const float* q, int64_t n, OperandStats& st) {
+  double signal = 0, noise = 0;
+  float amax = 0;
+  int64_t nonzero = 0, flushed = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) continue;
+    amax = std::max(amax, std::fabs(v[i]));
+    const double d = static_cast<double>(q[i]) - v[i];
+    signal += static_cast<double>(v[i]) * v[i];
+    noise += d * d;
+    if (v[i] != 0) {
+      ++nonzero;
+      flushed += q[i] == 0 ? 1 : 0;
+    }
+  }
+  st.elements = n;
+  st.amax = amax;
+  st.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(signal / noise);
+  st.flushed_pct = nonzero ? 100.0 * static_cast<double>(flushed) / static_cast<double>(nonzero) : 0;
+}
+
+}  // namespace
+
+OperandQuantizer::OperandQuantizer(const Recipe& recipe, const LayerInfo& layer, uint64_t seed)
+    : layer_(layer), seed_(seed), high_precision_(keeps_high_precision(recipe, layer)) {
+  for (GemmRole r : kAllGemmRoles) {
+    const size_t i = static_cast<size_t>(r);
+    specs_[i] = high_precision_ ? high_precision_spec(recipe.high_precision.format) : recipe.role(r);
+    if (specs_[i].amax_history)
+      histories_[i].emplace(specs_[i].amax_history->length, specs_[i].amax_history->reduction);
+  }
+}
+
+std::vector<float> OperandQuantizer::signs(GemmRole role, uint64_t step) const {
+  const Transform& t = spec(role).transform;
+  if (t.kind == Transform::Kind::none) return {};
+  if (t.signs == Transform::Signs::fixed) return hadamard_signs(t.size, seed_, kFixedSignStream);
+  const CallKey k = call_key(seed_, layer_, 8u + static_cast<uint32_t>(gemm_of(role)), step);
+  return hadamard_signs(t.size, k.seed, k.stream);
+}
+
+void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
+                             uint64_t step, OperandStats* stats) {
+  if (rows < 0 || cols < 0)
+    throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): negative shape {}x{}",
+                                            role_name(role), rows, cols));
+  const size_t i_role = static_cast<size_t>(role);
+  const RoleSpec& s = specs_[i_role];
+  const int64_t n = rows * cols;
+  const size_t count = static_cast<size_t>(n);
+  const int axis = reduction_axis(role);
+
+  // 1. The quantizer's input v: the operand, transformed when the role says so. v must not
+  //    alias out when a quantizer follows (quantize/cast do not promise in == out).
+  std::vector<float> buffer;
+  const float* v = in;
+  if (s.transform.kind == Transform::Kind::rht) {
+    const std::vector<float> sg = signs(role, step);
+    if (s.kind == RoleSpec::Kind::fp32) {
+      if (out != in) std::memcpy(out, in, count * sizeof(float));
+      try {
+        hadamard_blocks(out, rows, cols, axis, s.transform.size, sg);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
+      }
+      v = out;
+    } else {
+      buffer.assign(in, in + n);
+      try {
+        hadamard_blocks(buffer.data(), rows, cols, axis, s.transform.size, sg);
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
+      }
+      v = buffer.data();
+    }
+  } else if (s.kind != RoleSpec::Kind::fp32 && in == out) {
+    buffer.assign(in, in + n);
+    v = buffer.data();
+  }
+
+  // 2. Quantize v into out.
+  const CallKey key = call_key(seed_, layer_, static_cast<uint32_t>(role), step);
+  int64_t saturated = 0, clamped = 0;
+  switch (s.kind) {
+    case RoleSpec::Kind::fp32:
+      if (v != out) std::memcpy(out, v, count * sizeof(float));
+      break;
+    case RoleSpec::Kind::bf16: {
+      CastOptions opt;
+      opt.round = s.round;
+      opt.overflow = Overflow::ieee;
+      opt.seed = key.seed;
+      opt.stream = key.stream;
+      opt.sr_bits = s.sr_bits;
+      fake_cast_array(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
+      if (stats)
+        for (size_t i = 0; i < count; ++i) saturated += std::isfinite(v[i]) && !std::isfinite(out[i]) ? 1 : 0;
+      break;
+    }
+    case RoleSpec::Kind::ternary_absmean:
+      fake_quantize_ternary_absmean(std::span<const float>(v, count), std::span<float>(out, count), &saturated);
+      break;
+    case RoleSpec::Kind::block: {
+      BlockFormat f = s.block;
+      f.block.axis = axis;
+      QuantizeOptions opt;
+      opt.round = s.round;
+      opt.overflow = Overflow::sat;
+      opt.seed = key.seed;
+      opt.stream = key.stream;
+      opt.sr_bits = s.sr_bits;
+      opt.headroom_3_4 = s.headroom_3_4;
+      opt.margin = s.margin;
+      auto& history = histories_[i_role];
+      opt.history = history ? &*history : nullptr;
+      const int64_t shape[2] = {rows, cols};
+      const QuantizedTensor q = fake_quantize(
+          TensorView<const float>{std::span<const float>(v, count), std::span<const int64_t>(shape, 2)},
+          std::span<float>(out, count), f, opt);
+      if (history) history->push(q.amax);
+      saturated = q.stats.saturated;
+      clamped = q.stats.clamped_scales;
+      break;
+    }
+  }
+
+  if (stats) {
+    // v was overwritten only when it is out (fp32 role with a transform): then q == v.
+    *stats = OperandStats{};
+    error_stats(v, out, n, *stats);
+    stats->saturated_pct = n ? 100.0 * static_cast<double>(saturated) / static_cast<double>(n) : 0;
+    stats->clamped_blocks = clamped;
+  }
+}
+
+}  // namespace lpx

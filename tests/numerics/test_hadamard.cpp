@@ -1,0 +1,183 @@
+// numerics/hadamard.hpp: the fast Walsh-Hadamard transform, Philox sign vectors and the
+// blocked application along either axis of a row-major matrix.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "lpx/numerics/hadamard.hpp"
+
+namespace {
+
+// H_n[i][j] = (-1)^popcount(i & j): the Sylvester matrix, computed independently.
+int sylvester(int i, int j) { return (std::popcount(static_cast<unsigned>(i & j)) & 1) ? -1 : 1; }
+
+// Column j of the normalized transform: the transform of the unit vector e_j.
+template <class T>
+std::vector<T> column(int n, int j) {
+  std::vector<T> v(static_cast<size_t>(n), T(0));
+  v[static_cast<size_t>(j)] = T(1);
+  lpx::fwht(v.data(), n);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("fwht: n = 2 and n = 4 are exact", "[hadamard]") {
+  // n = 2: (a, b) -> ((a + b) / sqrt 2, (a - b) / sqrt 2)
+  double v2[2] = {3.0, 1.0};
+  lpx::fwht(v2, 2);
+  const double r2 = 1.0 / std::sqrt(2.0);
+  CHECK(v2[0] == 4.0 * r2);
+  CHECK(v2[1] == 2.0 * r2);
+  // n = 4: 1/sqrt(4) = 1/2 is exact, so float32 and double give the exact values.
+  float v4[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  lpx::fwht(v4, 4);
+  // H_4 [1 2 3 4] = [10, -2, -4, 0]; halved.
+  CHECK(v4[0] == 5.0f);
+  CHECK(v4[1] == -1.0f);
+  CHECK(v4[2] == -2.0f);
+  CHECK(v4[3] == 0.0f);
+  // hadamard_row with n = 16 on integers: exact butterflies, scale 1/4 exact.
+  float x[16], y[16];
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i + 1);
+  lpx::hadamard_row(x, y, 16, nullptr);
+  for (int i = 0; i < 16; ++i) {
+    int sum = 0;
+    for (int j = 0; j < 16; ++j) sum += sylvester(i, j) * (j + 1);
+    CHECK(y[i] == static_cast<float>(sum) / 4.0f);
+  }
+}
+
+TEST_CASE("fwht: the matrix is the Sylvester Hadamard matrix and orthonormal", "[hadamard]") {
+  for (int n : {2, 4, 8, 16, 32, 64, 128}) {
+    const double scale = 1.0 / std::sqrt(static_cast<double>(n));
+    std::vector<std::vector<double>> cd(static_cast<size_t>(n));
+    std::vector<std::vector<float>> cf(static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      cd[static_cast<size_t>(j)] = column<double>(n, j);
+      cf[static_cast<size_t>(j)] = column<float>(n, j);
+      // Unnormalized in double: exactly +-1 entries of H_n.
+      std::vector<double> u(static_cast<size_t>(n), 0.0);
+      u[static_cast<size_t>(j)] = 1;
+      lpx::fwht_unnormalized(u.data(), n);
+      for (int i = 0; i < n; ++i) REQUIRE(u[static_cast<size_t>(i)] == sylvester(i, j));
+      for (int i = 0; i < n; ++i) REQUIRE(cd[static_cast<size_t>(j)][static_cast<size_t>(i)] == sylvester(i, j) * scale);
+    }
+    // H H^T = I: exact in double for n a power of 4 (scale 2^-k); within float tolerance otherwise.
+    const bool exact = (std::countr_zero(static_cast<unsigned>(n)) % 2) == 0;
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) {
+        double dd = 0, df = 0;
+        for (int i = 0; i < n; ++i) {
+          dd += cd[static_cast<size_t>(a)][static_cast<size_t>(i)] * cd[static_cast<size_t>(b)][static_cast<size_t>(i)];
+          df += static_cast<double>(cf[static_cast<size_t>(a)][static_cast<size_t>(i)]) *
+                cf[static_cast<size_t>(b)][static_cast<size_t>(i)];
+        }
+        const double want = a == b ? 1.0 : 0.0;
+        if (exact)
+          REQUIRE(dd == want);
+        else
+          REQUIRE(std::fabs(dd - want) < 1e-15);
+        REQUIRE(std::fabs(df - want) < 1e-6);
+      }
+  }
+}
+
+TEST_CASE("fwht: it is its own inverse", "[hadamard]") {
+  for (int n : {2, 8, 64, 256, 1024}) {
+    std::vector<float> x(static_cast<size_t>(n)), y;
+    for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i)) * 3.0f;
+    y = x;
+    lpx::fwht(y.data(), n);
+    lpx::fwht(y.data(), n);
+    for (int i = 0; i < n; ++i) CHECK(y[static_cast<size_t>(i)] == Approx(x[static_cast<size_t>(i)]).margin(1e-5));
+    // Exact in double for a power of 4 on small integers.
+    if (n == 64 || n == 1024) {
+      std::vector<double> d(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) d[static_cast<size_t>(i)] = i % 7 - 3;
+      const auto d0 = d;
+      lpx::fwht(d.data(), n);
+      lpx::fwht(d.data(), n);
+      CHECK(d == d0);
+    }
+  }
+  // Random Hadamard: the inverse of H D is D H, and hadamard_row twice with signs applied
+  // between gives back x (up to float rounding).
+  const auto s = lpx::hadamard_signs(64, 7, 3);
+  std::vector<float> x(64), y(64), z(64);
+  for (int i = 0; i < 64; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i) * 0.25f - 5.0f;
+  lpx::hadamard_row(x.data(), y.data(), 64, s.data());
+  lpx::hadamard_row(y.data(), z.data(), 64, nullptr);
+  for (int i = 0; i < 64; ++i) CHECK(z[static_cast<size_t>(i)] * s[static_cast<size_t>(i)] == Approx(x[static_cast<size_t>(i)]).margin(1e-5));
+  CHECK_THROWS_AS(lpx::fwht(x.data(), 48), std::invalid_argument);
+}
+
+TEST_CASE("hadamard signs: deterministic, from the top Philox bit, balanced", "[hadamard]") {
+  const auto a = lpx::hadamard_signs(128, 42, 5);
+  const auto b = lpx::hadamard_signs(128, 42, 5);
+  CHECK(a == b);
+  CHECK(a != lpx::hadamard_signs(128, 43, 5));
+  CHECK(a != lpx::hadamard_signs(128, 42, 6));
+  int neg = 0;
+  for (int j = 0; j < 128; ++j) {
+    const bool top = (lpx::random_bits(42, 5, static_cast<uint64_t>(j)) >> 31) != 0;
+    CHECK(a[static_cast<size_t>(j)] == (top ? -1.0f : 1.0f));
+    neg += top ? 1 : 0;
+  }
+  CHECK(neg > 32);
+  CHECK(neg < 96);
+  // Pinned: the first 8 signs of (seed 0, stream 0), from Philox4x32-10's known answer
+  // for key 0 / counter 0 (Random123 kat: 6627e8d5 e169c58d bc57ac4c 9b00dbd8).
+  const auto p = lpx::hadamard_signs(4, 0, 0);
+  CHECK(p == std::vector<float>{1.0f, -1.0f, -1.0f, -1.0f});
+}
+
+TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block", "[hadamard]") {
+  const int64_t rows = 64, cols = 48;
+  std::vector<float> m(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < m.size(); ++i) m[i] = std::cos(0.1f * static_cast<float>(i)) + 0.01f * static_cast<float>(i % 13);
+  const auto s = lpx::hadamard_signs(16, 1, 2);
+  // axis 1: blocks of 16 along each row.
+  auto r = m;
+  lpx::hadamard_blocks(r.data(), rows, cols, 1, 16, s);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+      float want[16];
+      lpx::hadamard_row(m.data() + i * cols + c0, want, 16, s.data());
+      for (int k = 0; k < 16; ++k) REQUIRE(r[static_cast<size_t>(i * cols + c0 + k)] == want[k]);
+    }
+  // axis 0: blocks of 32 down each column, bit-identical to the row transform of the column.
+  const auto s32 = lpx::hadamard_signs(32, 1, 2);
+  auto c = m;
+  lpx::hadamard_blocks(c.data(), rows, cols, 0, 32, s32);
+  for (int64_t j = 0; j < cols; ++j)
+    for (int64_t r0 = 0; r0 < rows; r0 += 32) {
+      float col[32], want[32];
+      for (int k = 0; k < 32; ++k) col[k] = m[static_cast<size_t>((r0 + k) * cols + j)];
+      lpx::hadamard_row(col, want, 32, s32.data());
+      for (int k = 0; k < 32; ++k) REQUIRE(c[static_cast<size_t>((r0 + k) * cols + j)] == want[k]);
+    }
+  CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 32, s32), std::invalid_argument);  // 48 % 32
+  CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 16, s32), std::invalid_argument);  // signs
+  CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 2, 16, s), std::invalid_argument);
+}
+
+// The kernels' CPU reference (the CUDA kernel's oracle) is the same transform: while it
+// still lives in kernels/, check the two agree bit for bit.
+#if __has_include("../../kernels/include/lpx/kernels/hadamard.hpp")
+#include "../../kernels/include/lpx/kernels/hadamard.hpp"
+TEST_CASE("hadamard_row equals lpx::kernels::hadamard_row bit for bit", "[hadamard]") {
+  for (int n : {16, 32, 64, 128}) {
+    const auto s = lpx::hadamard_signs(n, 99, 4);
+    CHECK(s == lpx::kernels::hadamard_signs(n, 99, 4));
+    std::vector<float> x(static_cast<size_t>(n)), a(x.size()), b(x.size());
+    for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::ldexp(std::sin(1.3f * static_cast<float>(i)), i % 40 - 20);
+    lpx::hadamard_row(x.data(), a.data(), n, s.data());
+    lpx::kernels::hadamard_row(x.data(), b.data(), n, s.data());
+    for (int i = 0; i < n; ++i) REQUIRE(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]) == std::bit_cast<uint32_t>(b[static_cast<size_t>(i)]));
+  }
+}
+#endif
