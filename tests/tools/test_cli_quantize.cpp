@@ -1,0 +1,151 @@
+// `lpx quantize` and `lpx dequantize` through the built binary: values against the
+// library, packed -> dequantize equal to --emit values bit for bit, and the error contract
+// (non-zero exit, one stderr line, no output file) on bad input.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli_runner.hpp"
+#include "lpx/formats/block_format.hpp"
+#include "lpx/formats/quantize.hpp"
+#include "lpx/formats/tensor_io.hpp"
+
+using lpx_test::read_file;
+using lpx_test::run_lpx;
+using lpx_test::TempDir;
+using lpx_test::write_file;
+
+namespace {
+
+std::vector<float> sample(size_t n) {
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i)
+    x[i] = static_cast<float>(std::sin(static_cast<double>(i) * 0.7) *
+                              std::exp(static_cast<double>(i % 9) - 4.0));
+  return x;
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("lpx quantize --emit values on a raw .f32 equals the library's fake_quantize") {
+  TempDir dir;
+  const auto x = sample(8 * 70);
+  write_file(dir / "x.f32", x);
+  for (const char* spec : {"mxfp4", "nvfp4", "fp8_tensor", "e2m1:b32:e8m0:rceil"}) {
+    INFO(spec);
+    const auto r = run_lpx(std::string("quantize --format ") + spec + " --shape 8x70 " +
+                               (dir / "x.f32").string() + " " + (dir / "v.f32").string(),
+                           dir);
+    REQUIRE(r.status == 0);
+    std::vector<float> want(x.size());
+    const std::vector<int64_t> shape = {8, 70};
+    lpx::fake_quantize({x, shape}, want, lpx::parse_block_format(spec));
+    CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
+  }
+  // Axis 0 with a rule override and SR: also the library's result.
+  const auto r = run_lpx("quantize --format mxfp8_e4m3 --axis 0 --scale-rule rceil --round sr "
+                         "--seed 9 --shape 70x8 " +
+                             (dir / "x.f32").string() + " " + (dir / "v.npy").string(),
+                         dir);
+  REQUIRE(r.status == 0);
+  lpx::BlockFormat f = lpx::parse_block_format("mxfp8_e4m3");
+  f.block.axis = 0;
+  f.rule = lpx::ScaleRule::rceil;
+  lpx::QuantizeOptions opt;
+  opt.round = lpx::Rounding::sr;
+  opt.seed = 9;
+  std::vector<float> want(x.size());
+  const std::vector<int64_t> shape = {70, 8};
+  lpx::fake_quantize({x, shape}, want, f, opt);
+  const auto file = lpx::read_tensor_file((dir / "v.npy").string());
+  REQUIRE(file.tensors.size() == 1);
+  CHECK(file.tensors[0].shape == shape);
+  CHECK(same_bytes(lpx::to_float32(file.tensors[0]), want));
+}
+
+TEST_CASE("lpx quantize --emit packed then lpx dequantize equals --emit values bit for bit") {
+  TempDir dir;
+  const auto x = sample(33 * 45);
+  write_file(dir / "x.f32", x);
+  const std::string in = (dir / "x.f32").string();
+  for (const char* spec : {"mxfp4", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp8_e5m2", "mxint8", "nvfp4",
+                           "nvfp4_2d", "fp8_tensor", "fp8_block128x128", "e2m0:16x16:e8m0",
+                           "e4m3:b16:pow2"}) {
+    for (const char* ext : {".safetensors", ".npy"}) {
+      INFO(spec << " " << ext);
+      const std::string opts = std::string("--format ") + spec + " --shape 33x45 --round sr --seed 3 ";
+      REQUIRE(run_lpx("quantize " + opts + in + " " + (dir / "v.f32").string(), dir).status == 0);
+      const std::string packed = (dir / (std::string("p") + ext)).string();
+      REQUIRE(run_lpx("quantize --emit packed " + opts + in + " " + packed, dir).status == 0);
+      const std::string deq_opts =
+          std::string(ext) == ".npy" ? std::string("--format ") + spec + " --shape 33x45 " : "";
+      const auto r = run_lpx("dequantize " + deq_opts + packed + " " + (dir / "d.f32").string(), dir);
+      INFO(r.err);
+      REQUIRE(r.status == 0);
+      CHECK(same_bytes(read_file<float>(dir / "d.f32"), read_file<float>(dir / "v.f32")));
+    }
+  }
+  // The packed safetensors holds codes, scales and the metadata.
+  REQUIRE(run_lpx("quantize --emit packed --format nvfp4 --shape 33x45 " + in + " " +
+                      (dir / "n.safetensors").string(),
+                  dir)
+              .status == 0);
+  const auto f = lpx::read_tensor_file((dir / "n.safetensors").string());
+  std::vector<std::string> names;
+  for (const auto& t : f.tensors) names.push_back(t.name);
+  CHECK(std::find(names.begin(), names.end(), "codes") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "scales") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "tensor_scale") != names.end());
+  bool has_format = false;
+  for (const auto& [k, v] : f.metadata)
+    if (k == "format") has_format = v == "float4_e2m1fn:b16:e4m3";
+  CHECK(has_format);
+}
+
+TEST_CASE("lpx quantize: bad input exits non-zero with one stderr line and no output") {
+  TempDir dir;
+  const auto x = sample(8 * 64);
+  write_file(dir / "x.f32", x);
+  std::vector<char> bytes(8 * 64 * 4 - 2, 0);
+  write_file(dir / "trunc.f32", bytes);
+  const std::string in = (dir / "x.f32").string();
+  const std::string out = (dir / "out.f32").string();
+  struct Bad {
+    std::string args, says;
+  };
+  const std::vector<Bad> cases = {
+      {"quantize --format mxfp4 --shape 8x65 " + in + " " + out, "8x65"},
+      {"quantize --format mxfp4 --shape 8x64 --block 128 " + in + " " + out, "larger than"},
+      {"quantize --format mxfp5 --shape 8x64 " + in + " " + out, "mxfp8_e4m3"},
+      {"quantize --format mxfp4 " + (dir / "trunc.f32").string() + " " + out, "trunc.f32"},
+      {"quantize --format mxfp4 --shape 8x64 --axis 2 " + in + " " + out, "axis"},
+      {"quantize --format mxfp4 --shape 8x64 --scale-rule round " + in + " " + out, "rceil"},
+      {"quantize --format fp8_tensor --shape 8x64 --scale-rule floor " + in + " " + out, "scale-rule"},
+      {"quantize --format e2m1:b32:e9m0 --shape 8x64 " + in + " " + out, "e9m0"},
+      {"dequantize " + in + " " + out, "dequantize"},
+      {"dequantize " + (dir / "missing.safetensors").string() + " " + out, "missing"},
+  };
+  for (const Bad& c : cases) {
+    INFO(c.args);
+    const auto r = run_lpx(c.args, dir);
+    INFO(r.err);
+    CHECK(r.status != 0);
+    CHECK(r.err_lines() == 1);
+    CHECK(r.err.find(c.says) != std::string::npos);
+    CHECK(!std::filesystem::exists(out));
+  }
+  // Usage errors exit 2, data errors 1.
+  CHECK(run_lpx("quantize --format mxfp5 --shape 8x64 " + in + " " + out, dir).status == 2);
+  CHECK(run_lpx("quantize --format mxfp4 " + (dir / "trunc.f32").string() + " " + out, dir).status == 1);
+  const auto help = run_lpx("quantize --help", dir);
+  CHECK(help.status == 0);
+  CHECK(help.out.find("Examples") != std::string::npos);
+}

@@ -1,0 +1,377 @@
+// `lpx quantize` (float tensor -> block-scaled format, as fake-quantized values or as
+// packed codes + scales) and `lpx dequantize` (packed form -> float32). The algorithms
+// are formats/quantize.hpp's; this file reads, validates and writes files.
+//
+// Packed output, .safetensors (one file): tensors
+//   "codes"         U8, 1-D: the element codes packed as packing.hpp says (metadata
+//                   "packing"), in the C order of the logical shape
+//   "scales"        U8 (e8m0 / e4m3 codes) or F32 (pow2 / fp32 decode scales), shaped as
+//                   the scale grid
+//   "tensor_scale"  F32 [1], the NVFP4 tensor decode scale s_dec (two-level formats only)
+// and __metadata__: format (the canonical spec), shape ("D0xD1x..."; "" for 0-D), axis,
+// packing, element_bits, headroom_3_4 ("0"/"1"), producer.
+// Packed output, .npy: OUT holds the packed codes (uint8, 1-D), OUT with ".npy" replaced
+// by ".scales.npy" the scales, and ".tensor_scale.npy" the tensor scale when there is
+// one; .npy carries no metadata, so `lpx dequantize` then needs --format and --shape
+// (and --axis / --headroom-3-4 when they were used).
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "lpx/formats/block_format.hpp"
+#include "lpx/formats/codec.hpp"
+#include "lpx/formats/packing.hpp"
+#include "lpx/formats/quantize.hpp"
+#include "lpx/formats/tensor_io.hpp"
+
+namespace lpx::cli {
+namespace {
+
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+template <class T>
+std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+  return std::as_bytes(std::span<const T>(v));
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
+  return s;
+}
+
+// OUT.npy -> OUT.<what>.npy
+std::string sibling(const std::string& out, const std::string& what) {
+  return out.substr(0, out.size() - 4) + "." + what + ".npy";
+}
+
+// float32 values by OUT's extension: .npy, .safetensors (one tensor `name`), else raw.
+void write_values(const std::string& path, const std::vector<int64_t>& shape,
+                  const std::vector<float>& v, const std::string& name) {
+  TensorOut t{name, DType::f32, shape, bytes_of(v)};
+  if (has_suffix(path, ".npy")) write_npy(path, t);
+  else if (has_suffix(path, ".safetensors")) write_safetensors(path, {t});
+  else write_raw(path, t.bytes);
+}
+
+struct QuantizeArgs {
+  std::string format, scale_rule, round = "rne", shape, emit = "values", tensor, in, out;
+  int64_t block = 0;
+  int axis = 0;
+  uint64_t seed = 0;
+  uint32_t stream = 0;
+  int sr_bits = kMaxSrBits;
+  int threads = 0;
+  bool headroom = false, flush = false;
+};
+
+// The block format from --format and the overriding options.
+BlockFormat resolve_format(const QuantizeArgs& a, const CLI::App& cmd) {
+  BlockFormat f = parse_block_format(a.format);
+  const bool along_axis =
+      f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::channel;
+  if (cmd.count("--block")) {
+    if (f.block.kind != BlockShape::Kind::vector)
+      throw UsageError(fmt::format("--block applies to 1xN block formats, not '{}'", a.format));
+    if (a.block < 1) throw UsageError("--block must be >= 1");
+    f.block.length = a.block;
+  }
+  if (cmd.count("--axis")) {
+    if (!along_axis)
+      throw UsageError(fmt::format(
+          "--axis applies to 1xN and per-channel blocks; '{}' has tiles or one block", a.format));
+    f.block.axis = a.axis;
+  }
+  if (cmd.count("--scale-rule")) {
+    if (!f.power_of_two_scale())
+      throw UsageError(fmt::format("--scale-rule applies to e8m0 and pow2 scales, not {} ('{}')",
+                                   scale_format_name(f.scale), a.format));
+    f.rule = scale_rule_by_name(a.scale_rule);
+  }
+  f.preset.clear();
+  return f;
+}
+
+// The float32 input: raw (.f32 or anything else) with --shape, .npy, or one tensor of a
+// .safetensors file. f16/bf16/fp8 tensors are converted exactly.
+struct Input {
+  std::vector<int64_t> shape;
+  std::vector<float> values;
+};
+
+Input read_input(const std::string& path, const std::string& shape, const std::string& tensor) {
+  const bool typed = has_suffix(path, ".npy") || has_suffix(path, ".safetensors");
+  if (typed && !shape.empty())
+    throw UsageError("--shape applies to raw float32 inputs; .npy and .safetensors carry shapes");
+  if (!tensor.empty() && !has_suffix(path, ".safetensors"))
+    throw UsageError("--tensor applies to .safetensors inputs");
+  const std::vector<int64_t> raw_shape = shape.empty() ? std::vector<int64_t>{} : parse_shape(shape);
+  std::vector<std::string> names;
+  if (!tensor.empty()) names.push_back(tensor);
+  const TensorFile file = read_tensor_file(path, raw_shape, names);
+  if (file.tensors.size() != 1)
+    throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
+                                 file.tensors.size()));
+  const TensorRef& t = file.tensors.front();
+  if (t.dtype == DType::u8 || t.dtype == DType::u16)
+    throw DataError(fmt::format("{}: unsupported dtype {} (quantize reads float32, float16, "
+                                "bfloat16, float8 tensors)",
+                                path, dtype_name(t.dtype)));
+  return {t.shape, to_float32(t)};
+}
+
+void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
+  BlockFormat f = resolve_format(a, cmd);
+  QuantizeOptions opt;
+  opt.round = rounding_by_name(a.round);
+  opt.seed = a.seed;
+  opt.stream = a.stream;
+  opt.sr_bits = a.sr_bits;
+  opt.threads = a.threads;
+  opt.headroom_3_4 = a.headroom;
+  opt.flush_subnormal_inputs = a.flush;
+  if ((cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream")) &&
+      opt.round != Rounding::sr)
+    throw UsageError("--seed, --stream and --sr-bits need --round sr");
+  if (a.sr_bits < 1 || a.sr_bits > kMaxSrBits)
+    throw UsageError(fmt::format("--sr-bits must be in [1, {}]", kMaxSrBits));
+  if (a.emit != "values" && a.emit != "packed")
+    throw UsageError("--emit must be values or packed, not '" + a.emit + "'");
+  if (a.emit == "packed" && !has_suffix(a.out, ".safetensors") && !has_suffix(a.out, ".npy"))
+    throw UsageError("--emit packed writes .safetensors or .npy; OUT must end so");
+
+  const Input in = read_input(a.in, a.shape, a.tensor);
+  const int rank = static_cast<int>(in.shape.size());
+  if (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::channel) {
+    const int axis = f.block.axis < 0 ? f.block.axis + rank : f.block.axis;
+    if (axis < 0 || axis >= std::max(rank, 1))
+      throw UsageError(fmt::format("--axis {} is out of range for a tensor of shape {} (rank {})",
+                                   f.block.axis, shape_text(in.shape), rank));
+    const int64_t dim = rank == 0 ? 1 : in.shape[static_cast<size_t>(axis)];
+    if (f.block.kind == BlockShape::Kind::vector && f.block.length > dim)
+      throw UsageError(fmt::format("block of {} is larger than axis {} of shape {} ({} elements)",
+                                   f.block.length, axis, shape_text(in.shape), dim));
+  }
+  const QuantizedTensor q = quantize({in.values, in.shape}, f, opt);
+
+  if (a.emit == "values") {
+    std::vector<float> out(in.values.size());
+    dequantize(q, out, a.threads);
+    write_values(a.out, in.shape, out, a.tensor.empty() ? "values" : a.tensor);
+    return;
+  }
+  const Packing p = packing_for_bits(q.format.element.bits);
+  const std::vector<uint8_t> packed = pack(q.codes, p);
+  const std::vector<int64_t> codes_shape = {static_cast<int64_t>(packed.size())};
+  const bool coded = !q.scale_codes.empty() || q.scale_values.empty();
+  const TensorOut scales = coded ? TensorOut{"scales", DType::u8, q.scale_shape, bytes_of(q.scale_codes)}
+                                 : TensorOut{"scales", DType::f32, q.scale_shape, bytes_of(q.scale_values)};
+  const std::vector<float> ts = q.tensor_scale ? std::vector<float>{*q.tensor_scale} : std::vector<float>{};
+  const TensorOut codes{"codes", DType::u8, codes_shape, bytes_of(packed)};
+  const TensorOut tensor_scale{"tensor_scale", DType::f32, {1}, bytes_of(ts)};
+  if (has_suffix(a.out, ".safetensors")) {
+    std::vector<TensorOut> tensors = {codes, scales};
+    if (q.tensor_scale) tensors.push_back(tensor_scale);
+    const std::vector<std::pair<std::string, std::string>> meta = {
+        {"format", q.format.spec()},
+        {"shape", shape_text(q.shape)},
+        {"axis", std::to_string(q.format.block.axis)},
+        {"packing", std::string(packing_name(p))},
+        {"element_bits", std::to_string(q.format.element.bits)},
+        {"headroom_3_4", q.headroom_3_4 ? "1" : "0"},
+        {"producer", "lpx quantize"}};
+    write_safetensors(a.out, tensors, meta);
+    return;
+  }
+  // .npy: three files; remove the ones written if a later one fails.
+  std::vector<std::string> written;
+  try {
+    write_npy(sibling(a.out, "scales"), scales);
+    written.push_back(sibling(a.out, "scales"));
+    if (q.tensor_scale) {
+      write_npy(sibling(a.out, "tensor_scale"), tensor_scale);
+      written.push_back(sibling(a.out, "tensor_scale"));
+    }
+    write_npy(a.out, codes);
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& w : written) std::filesystem::remove(w, ec);
+    throw;
+  }
+}
+
+struct DequantizeArgs {
+  std::string in, out, format, shape;
+  int axis = -1;
+  bool headroom = false;
+  int threads = 0;
+};
+
+const TensorRef& find_tensor(const TensorFile& f, const std::string& name, const std::string& path) {
+  for (const auto& t : f.tensors)
+    if (t.name == name) return t;
+  throw DataError(fmt::format("{}: no tensor '{}' (is it the output of `lpx quantize --emit packed`?)",
+                              path, name));
+}
+
+void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
+  QuantizedTensor q;
+  TensorFile file, scales_file, ts_file;
+  const TensorRef* codes = nullptr;
+  const TensorRef* scales = nullptr;
+  const TensorRef* ts = nullptr;
+  std::string packing;
+  if (has_suffix(a.in, ".safetensors")) {
+    if (cmd.count("--format") || cmd.count("--shape") || cmd.count("--axis") || a.headroom)
+      throw UsageError("--format, --shape, --axis and --headroom-3-4 apply to .npy inputs; a "
+                       ".safetensors input carries them in its metadata");
+    file = read_tensor_file(a.in);
+    std::map<std::string, std::string> meta(file.metadata.begin(), file.metadata.end());
+    for (const char* key : {"format", "shape", "axis", "packing"})
+      if (!meta.count(key))
+        throw DataError(fmt::format("{}: metadata lacks '{}' (not written by `lpx quantize "
+                                    "--emit packed`?)",
+                                    a.in, key));
+    try {
+      q.format = parse_block_format(meta["format"]);
+      q.format.block.axis = std::stoi(meta["axis"]);
+      q.shape = meta["shape"].empty() ? std::vector<int64_t>{} : parse_shape(meta["shape"]);
+    } catch (const std::exception& e) {
+      throw DataError(fmt::format("{}: bad metadata: {}", a.in, e.what()));
+    }
+    q.headroom_3_4 = meta.count("headroom_3_4") && meta["headroom_3_4"] == "1";
+    packing = meta["packing"];
+    codes = &find_tensor(file, "codes", a.in);
+    scales = &find_tensor(file, "scales", a.in);
+    for (const auto& t : file.tensors)
+      if (t.name == "tensor_scale") ts = &t;
+  } else if (has_suffix(a.in, ".npy")) {
+    if (a.format.empty() || a.shape.empty())
+      throw UsageError("a .npy packed input needs --format and --shape (.npy has no metadata)");
+    q.format = parse_block_format(a.format);
+    if (cmd.count("--axis")) q.format.block.axis = a.axis;
+    q.shape = parse_shape(a.shape);
+    q.headroom_3_4 = a.headroom;
+    file = read_tensor_file(a.in);
+    scales_file = read_tensor_file(sibling(a.in, "scales"));
+    codes = &file.tensors.front();
+    scales = &scales_file.tensors.front();
+    if (q.format.two_level()) {
+      ts_file = read_tensor_file(sibling(a.in, "tensor_scale"));
+      ts = &ts_file.tensors.front();
+    }
+  } else {
+    throw UsageError("dequantize reads the .safetensors or .npy written by `lpx quantize --emit packed`");
+  }
+
+  const ElementFormat& e = q.format.element;
+  const Packing p = packing_for_bits(e.bits);
+  if (!packing.empty() && packing != packing_name(p))
+    throw DataError(fmt::format("{}: packing '{}' does not match {} ({})", a.in, packing, e.name_view(),
+                                packing_name(p)));
+  int64_t numel = 1;
+  for (auto d : q.shape) numel *= d;
+  const size_t n = static_cast<size_t>(numel);
+  if (codes->dtype != DType::u8 || codes->bytes.size() != packed_size(n, p))
+    throw DataError(fmt::format("{}: codes must be {} uint8 bytes for shape {}, found {} bytes of {}",
+                                a.in, packed_size(n, p), shape_text(q.shape), codes->bytes.size(),
+                                dtype_name(codes->dtype)));
+  q.codes = unpack(std::span(reinterpret_cast<const uint8_t*>(codes->bytes.data()), codes->bytes.size()), n, p);
+  for (size_t i = 0; i < n; ++i)
+    if (q.codes[i] > e.code_mask)
+      throw DataError(fmt::format("{}: code {} at element {} does not fit {} ({} bits)", a.in,
+                                  q.codes[i], i, e.name_view(), e.bits));
+  const std::vector<int64_t> grid = scale_grid_shape(q.shape, q.format);
+  int64_t nblocks = 1;
+  for (auto d : grid) nblocks *= d;
+  const bool coded = q.format.scale == ScaleFormat::e8m0 || q.format.scale == ScaleFormat::e4m3;
+  const DType want = coded ? DType::u8 : DType::f32;
+  if (scales->dtype != want || scales->numel() != nblocks)
+    throw DataError(fmt::format("{}: scales must be {} {} values (grid {}), found {} of {}", a.in,
+                                nblocks, dtype_name(want), shape_text(grid), scales->numel(),
+                                dtype_name(scales->dtype)));
+  if (coded) {
+    q.scale_codes.resize(static_cast<size_t>(nblocks));
+    std::memcpy(q.scale_codes.data(), scales->bytes.data(), q.scale_codes.size());
+  } else {
+    q.scale_values = to_float32(*scales);
+  }
+  if (q.format.two_level()) {
+    if (ts == nullptr || ts->dtype != DType::f32 || ts->numel() != 1)
+      throw DataError(fmt::format("{}: a two-level format needs a float32 tensor_scale of one value", a.in));
+    q.tensor_scale = to_float32(*ts)[0];
+  }
+  std::vector<float> out(n);
+  dequantize(q, out, a.threads);
+  write_values(a.out, q.shape, out, "values");
+}
+
+const bool registered_quantize = register_command(40, [](CLI::App& app) {
+  auto args = std::make_shared<QuantizeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "quantize a float tensor to a block-scaled format (MX, NVFP4, FP8 blocks, ...)");
+  cmd->add_option("--format", args->format,
+                  "block format: a preset (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e3m2, mxfp6_e2m3, mxfp4, "
+                  "mxint8, nvfp4, nvfp4_2d, fp8_tensor, fp8_block128, fp8_block128x128) or "
+                  "ELEMENT:BLOCK[:SCALE[:RULE]] with BLOCK bN|RxC|row|tensor, SCALE "
+                  "e8m0|pow2|fp32|e4m3, RULE floor|rceil|ceil|even")
+      ->required();
+  cmd->add_option("--block", args->block, "block length N of a 1xN format (overrides the format's)");
+  cmd->add_option("--axis", args->axis, "axis the 1xN blocks run along (default -1, the last)");
+  cmd->add_option("--scale-rule", args->scale_rule, "floor|rceil|ceil|even (e8m0 and pow2 scales)");
+  cmd->add_option("--round", args->round, "element rounding: rne (default), rna, rtz, rup, rdn, sr");
+  cmd->add_option("--seed", args->seed, "stochastic rounding seed (with --round sr)");
+  cmd->add_option("--stream", args->stream, "stochastic rounding stream (with --round sr)");
+  cmd->add_option("--sr-bits", args->sr_bits, "random bits per stochastic rounding (1-32)");
+  cmd->add_option("--shape", args->shape, "shape of a raw float32 input, e.g. 128x4096");
+  cmd->add_option("--emit", args->emit,
+                  "values: fake-quantized float32 (.npy, .safetensors or raw by OUT's extension); "
+                  "packed: packed codes + scales (.safetensors, or .npy + .scales.npy)");
+  cmd->add_option("--tensor", args->tensor, "the tensor to read from a .safetensors input");
+  cmd->add_option("--threads", args->threads, "threads (0: all; results never depend on it)");
+  cmd->add_flag("--headroom-3-4", args->headroom,
+                "multiply elements by 3/4 after choosing the scale (SR never clips); dequantize "
+                "divides by 0.75");
+  cmd->add_flag("--flush-subnormals", args->flush, "zero float32-subnormal inputs first");
+  cmd->add_option("IN", args->in, "input tensor (.f32 raw, .npy, .safetensors; - for stdin)")->required();
+  cmd->add_option("OUT", args->out, "output file")->required();
+  cmd->footer(
+      "Examples:\n"
+      "  lpx quantize --format mxfp4 --shape 64x4096 x.f32 xq.f32\n"
+      "  lpx quantize --format mxfp8_e4m3 --scale-rule rceil --axis 0 w.npy wq.npy\n"
+      "  lpx quantize --format nvfp4 --round sr --seed 7 g.npy gq.npy\n"
+      "  lpx quantize --format e2m1:b32:e8m0:rceil --emit packed x.npy x.mxfp4.safetensors\n"
+      "  lpx dequantize x.mxfp4.safetensors x_back.npy\n");
+  cmd->callback([args, cmd] { run_quantize(*args, *cmd); });
+  return;
+});
+
+const bool registered_dequantize = register_command(41, [](CLI::App& app) {
+  auto args = std::make_shared<DequantizeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "dequantize", "packed codes + scales (from `lpx quantize --emit packed`) to float32");
+  cmd->add_option("--format", args->format, "block format (.npy inputs only)");
+  cmd->add_option("--shape", args->shape, "logical shape D0xD1x... (.npy inputs only)");
+  cmd->add_option("--axis", args->axis, "block axis used when quantizing (.npy inputs only)");
+  cmd->add_flag("--headroom-3-4", args->headroom, "the input was quantized with --headroom-3-4 (.npy only)");
+  cmd->add_option("--threads", args->threads, "threads (0: all)");
+  cmd->add_option("IN", args->in, "packed .safetensors (or codes .npy beside its .scales.npy)")->required();
+  cmd->add_option("OUT", args->out, "float32 output (.npy, .safetensors or raw by extension)")->required();
+  cmd->footer(
+      "Examples:\n"
+      "  lpx dequantize x.mxfp4.safetensors x_back.f32\n"
+      "  lpx dequantize --format mxfp4 --shape 64x4096 codes.npy x_back.npy   (codes.scales.npy beside)\n");
+  cmd->callback([args, cmd] { run_dequantize(*args, *cmd); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
