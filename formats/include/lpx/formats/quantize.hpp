@@ -24,6 +24,11 @@
 //     s_enc_b = min(1 / (float(s_dec_b) * s_dec), FLT_MAX);
 //     element = encode(x * s_enc_b, round, overflow);
 //     dequantized = (decode(element) * float(s_dec_b)) * s_dec   (block scale first).
+//     Caution: this is RECIPES.md's order. Transformer Engine's sources differ by kernel
+//     and version: (amax_b / 6) * s_enc (transpose kernel, "to ensure exact match"),
+//     (amax_b * float(1/6)) * s_enc, and amax_b * (s_enc * float(1/6)); each rounds
+//     differently on some blocks. Which one to match is an open choice (a one-line
+//     change in block_scale() in quantize.cpp and in the reference test).
 //
 // Edge semantics (each a deliberate choice; OCP MX v1.0 where it speaks):
 //   all-zero block   e8m0: scale code 0x00 (2^-127, Transformer Engine's choice); pow2:
