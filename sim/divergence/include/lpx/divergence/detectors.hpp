@@ -1,0 +1,152 @@
+// Divergence detectors: early warnings that a low-precision training run is going wrong,
+// computed online (fed one step at a time by a running trainer) or offline (over the
+// arrays of a finished run log). Both give the same flags, bit for bit.
+//
+// What the detectors watch (../../../../shared/RECIPES.md, "Divergence: what published
+// work watches"):
+//   nonfinite          a non-finite loss or gradient norm.
+//   loss_spike         the loss far above its trailing median: robust z-score
+//                      (x - median) / (1.4826 MAD) over a trailing window.
+//   grad_spike         the same on log(gradient norm) (Wortsman et al. 2023, "Small-scale
+//                      proxies for large-scale Transformer training instabilities").
+//   reference_gap      the smoothed relative loss gap to a reference run (same seed, fp32
+//                      or bf16) above a threshold for K consecutive steps: the equivalence
+//                      check of DeepSeek-V3 (relative loss error < 0.25% vs BF16) and of
+//                      NVIDIA's NVFP4 report (loss within ~1.5% of FP8).
+//   underflow_growth   growth of the % of nonzero gradient operands (dgrad_dy, wgrad_dy)
+//                      flushed to zero, per layer: Transformer Engine's FP8 tensor
+//                      statistics (% underflow); gradients shrinking under the format's
+//                      range is how FP4 backward passes stall (Chmiel et al. 2025).
+//   saturation         % of elements clipped, per layer and operand (Transformer Engine's
+//                      % overflow; late amax growth, Fishman et al. 2024).
+//   adam_rms           Adam second-moment under-estimation: RMS over parameters of
+//                      g^2 / v_hat; loss spikes follow 1-8 steps after it grows above 1
+//                      (Wortsman et al. 2023). sim does not log it yet: the detector reads
+//                      /metrics/adam_rms (float64, one row per step) when present.
+//   update_drift       the update/weight ratio ||dw||/||w|| divided by the learning rate
+//                      drifting up by a factor over its early baseline (Wortsman et al.
+//                      2023 track the same ratio; an optimizer whose updates grow against
+//                      the weights is leaving its stable regime).
+//
+// A detector raises one flag when its condition becomes true and re-arms when it is false
+// again (an "episode"), so a sustained condition is one flag, not one per step.
+//
+// "Diverged" (ground truth, judge()) is separate from "flagged" (early warning): a run
+// diverged at the first non-finite loss, or at the first step of a streak where its
+// smoothed loss exceeds diverged_factor x the reference's smoothed loss for
+// diverged_patience steps (or to the end of the run). Lead time = divergence step - first
+// flag step; positive means the warning came first.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lpx::div {
+
+// Every threshold, with its default. JSON keys are the member names (from_json: unknown
+// keys are errors, missing keys keep the default).
+struct Thresholds {
+  // Spike detectors (loss_spike, grad_spike).
+  int window = 32;             // trailing finite values in the median / MAD
+  int min_history = 16;        // values seen before a spike detector may fire
+  double loss_spike_z = 6.0;   // robust z of the loss that flags
+  double grad_spike_z = 6.0;   // robust z of log(grad_norm) that flags
+  double loss_mad_floor = 0.005;  // MAD scale floor, relative to |median loss|
+  double grad_mad_floor = 0.05;   // MAD scale floor in log(grad_norm) units
+  // reference_gap
+  int smooth = 8;              // steps in the trailing mean of loss (and reference loss)
+  double gap_rel = 0.05;       // (loss - ref) / |ref| that counts as a gap
+  int gap_patience = 20;       // consecutive steps above gap_rel that flag
+  // underflow_growth, saturation (quantizer statistics, % of elements)
+  int baseline_rows = 8;       // first statistics rows whose median is the baseline
+  int stat_smooth = 3;         // trailing statistics rows whose median is "current"
+  double flushed_growth_pp = 10.0;    // current - baseline flushed %, percentage points
+  double saturated_pct = 5.0;         // current saturated % that flags...
+  double saturated_growth_pp = 2.0;   // ...when also this far above its baseline
+  // adam_rms
+  double adam_rms = 3.0;       // RMS(g^2 / v_hat) that flags (about 1 when healthy)
+  // update_drift
+  double update_drift_factor = 4.0;  // current / baseline of update_ratio / lr
+  // Ground truth (judge()).
+  double diverged_factor = 1.5;      // smoothed loss / smoothed reference loss
+  int diverged_patience = 10;        // consecutive steps (or to the end of the run)
+
+  static Thresholds from_json(const std::string& json);  // throws std::invalid_argument
+  std::string to_json() const;
+};
+
+// One warning. `layer` and `operand` are empty for run-level detectors.
+struct Flag {
+  int64_t step = 0;
+  std::string detector, layer, operand;
+  std::vector<std::pair<std::string, double>> evidence;  // named values behind the flag
+  std::string describe() const;                          // one line for humans
+  // Equal fields, evidence compared bit for bit (so NaN evidence compares equal).
+  bool operator==(const Flag&) const;
+};
+
+// What one training step gives the online monitor. Quantizer statistics are (L, R)
+// row-major arrays of this step (nullptr or NaN where not collected).
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0, update_ratio = 0, lr = 0;
+  double adam_rms = std::numeric_limits<double>::quiet_NaN();
+  double ref_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: no reference
+  const float* flushed_pct = nullptr;
+  const float* saturated_pct = nullptr;
+};
+
+// The arrays of a run (steps in order) that the detectors read; run_log.hpp fills it.
+struct Series {
+  std::vector<int64_t> step;
+  std::vector<double> loss, grad_norm, update_ratio, lr;
+  std::vector<double> adam_rms;  // empty when the log has none
+  std::vector<std::string> layers, roles;
+  std::vector<float> flushed_pct, saturated_pct;  // (steps, L, R); empty when absent
+  size_t rows() const { return step.size(); }
+};
+
+// Online: feed steps in order; observe() returns this step's new flags.
+class Monitor {
+ public:
+  explicit Monitor(Thresholds t = {}, std::vector<std::string> layers = {},
+                   std::vector<std::string> roles = {});
+  ~Monitor();
+  Monitor(Monitor&&) noexcept;
+  Monitor& operator=(Monitor&&) noexcept;
+  std::vector<Flag> observe(const StepRecord& r);
+  const std::vector<Flag>& flags() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> s_;
+};
+
+// Offline: every flag of a whole run (in step order, then detector order), computed over
+// the arrays directly. `reference` (may be null) is aligned by step number.
+std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* reference);
+
+struct Outcome {
+  bool diverged = false;
+  int64_t divergence_step = -1;
+  std::string reason;  // "non-finite loss" | "loss > 1.5 x reference" | ...
+  bool flagged = false;
+  int64_t first_flag_step = -1;
+  std::string first_flag_detector;
+  std::optional<int64_t> lead_time;  // divergence_step - first_flag_step when both exist
+};
+
+// Ground truth for a run (with an optional reference), combined with its flags.
+Outcome judge(const Series& run, const Series* reference, const Thresholds& t,
+              const std::vector<Flag>& flags);
+
+// The order detectors are reported in.
+const std::vector<std::string>& detector_names();
+
+}  // namespace lpx::div

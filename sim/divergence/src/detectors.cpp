@@ -1,0 +1,582 @@
+// The detectors of detectors.hpp twice: Monitor keeps trailing state and decides each
+// step as it arrives; detect() walks the finished arrays. They share only the statistics
+// helpers (median, MAD, trailing mean), so tests comparing them check the bookkeeping.
+#include "lpx/divergence/detectors.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace lpx::div {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// MAD of a normal sample times 1.4826 estimates its standard deviation.
+constexpr double kMadToSigma = 1.4826;
+
+enum Det : int { nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation, kDetCount };
+const char* const kDetNames[kDetCount] = {"nonfinite",  "loss_spike",   "grad_spike",       "reference_gap",
+                                          "adam_rms",   "update_drift", "underflow_growth", "saturation"};
+
+// Median of values [first, last) (copied; even counts average the two middle values).
+template <class It>
+double median(It first, It last) {
+  std::vector<double> v(first, last);
+  if (v.empty()) return kNaN;
+  const size_t h = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h), v.end());
+  const double hi = v[h];
+  if (v.size() % 2 == 1) return hi;
+  const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h));
+  return 0.5 * (lo + hi);
+}
+
+// Robust z-score of x against a history: (x - median) / max(1.4826 MAD, floor).
+struct RobustZ {
+  double z, med, mad;
+};
+template <class It>
+RobustZ robust_z(double x, It first, It last, double floor_abs) {
+  const double med = median(first, last);
+  std::vector<double> dev;
+  for (It i = first; i != last; ++i) dev.push_back(std::fabs(*i - med));
+  const double mad = median(dev.begin(), dev.end());
+  const double scale = std::max(kMadToSigma * mad, floor_abs);
+  return {(x - med) / scale, med, mad};
+}
+
+// Trailing mean of the last min(n, count) values ending at `last` (summed in order).
+template <class It>
+double trailing_mean(It first, It last) {
+  double s = 0;
+  size_t n = 0;
+  for (It i = first; i != last; ++i, ++n) s += *i;
+  return n ? s / static_cast<double>(n) : kNaN;
+}
+
+int role_index(const std::vector<std::string>& roles, const std::string& name) {
+  for (size_t i = 0; i < roles.size(); ++i)
+    if (roles[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+void check(const Thresholds& t) {
+  auto positive = [](int v, const char* n) {
+    if (v < 1) throw std::invalid_argument(fmt::format("thresholds: {} must be >= 1 (got {})", n, v));
+  };
+  positive(t.window, "window");
+  positive(t.min_history, "min_history");
+  positive(t.smooth, "smooth");
+  positive(t.gap_patience, "gap_patience");
+  positive(t.baseline_rows, "baseline_rows");
+  positive(t.stat_smooth, "stat_smooth");
+  positive(t.diverged_patience, "diverged_patience");
+  if (t.smooth > t.min_history + t.window)
+    throw std::invalid_argument("thresholds: smooth must not exceed min_history + window");
+  if (t.min_history > t.window)
+    throw std::invalid_argument(fmt::format("thresholds: min_history ({}) must not exceed window ({})",
+                                            t.min_history, t.window));
+}
+
+Flag make_flag(int64_t step, int det, std::vector<std::pair<std::string, double>> ev,
+               std::string layer = {}, std::string operand = {}) {
+  return Flag{step, kDetNames[det], std::move(layer), std::move(operand), std::move(ev)};
+}
+
+// Rising edge of a condition: true once when `cond` turns on.
+struct Episode {
+  bool active = false;
+  bool rise(bool cond) {
+    const bool fire = cond && !active;
+    active = cond;
+    return fire;
+  }
+};
+
+// The update_drift quantity: update_ratio / lr (NaN where it is not a positive number).
+double normalized_update(double update_ratio, double lr) {
+  if (!(lr > 0) || !std::isfinite(update_ratio) || !(update_ratio > 0)) return kNaN;
+  return update_ratio / lr;
+}
+
+}  // namespace
+
+const std::vector<std::string>& detector_names() {
+  static const std::vector<std::string> names(kDetNames, kDetNames + kDetCount);
+  return names;
+}
+
+bool Flag::operator==(const Flag& o) const {
+  if (step != o.step || detector != o.detector || layer != o.layer || operand != o.operand ||
+      evidence.size() != o.evidence.size())
+    return false;
+  for (size_t i = 0; i < evidence.size(); ++i)
+    if (evidence[i].first != o.evidence[i].first ||
+        std::bit_cast<uint64_t>(evidence[i].second) != std::bit_cast<uint64_t>(o.evidence[i].second))
+      return false;
+  return true;
+}
+
+std::string Flag::describe() const {
+  std::string s = fmt::format("step {}: {}", step, detector);
+  if (!layer.empty()) s += fmt::format(" {}", layer);
+  if (!operand.empty()) s += fmt::format("/{}", operand);
+  for (size_t i = 0; i < evidence.size(); ++i)
+    s += fmt::format("{}{}={:.4g}", i ? ", " : " (", evidence[i].first, evidence[i].second);
+  if (!evidence.empty()) s += ")";
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// Thresholds <-> JSON
+
+#define LPX_DIV_FIELDS(X)                                                                   \
+  X(window) X(min_history) X(loss_spike_z) X(grad_spike_z) X(loss_mad_floor) X(grad_mad_floor) \
+  X(smooth) X(gap_rel) X(gap_patience) X(baseline_rows) X(stat_smooth) X(flushed_growth_pp) \
+  X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(update_drift_factor)                \
+  X(diverged_factor) X(diverged_patience)
+
+Thresholds Thresholds::from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(fmt::format("thresholds: not JSON: {}", e.what()));
+  }
+  if (!j.is_object()) throw std::invalid_argument("thresholds: expected a JSON object");
+  Thresholds t;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const auto& v = it.value();
+    if (!v.is_number())
+      throw std::invalid_argument(fmt::format("thresholds: {} must be a number", k));
+    bool known = false;
+#define LPX_DIV_READ(name)                                                                   \
+  if (k == #name) {                                                                          \
+    known = true;                                                                            \
+    if constexpr (std::is_same_v<decltype(t.name), int>) {                                   \
+      if (!v.is_number_integer())                                                            \
+        throw std::invalid_argument(fmt::format("thresholds: {} must be an integer", k));   \
+      t.name = v.get<int>();                                                                 \
+    } else {                                                                                 \
+      t.name = v.get<double>();                                                              \
+    }                                                                                        \
+  }
+    LPX_DIV_FIELDS(LPX_DIV_READ)
+#undef LPX_DIV_READ
+    if (!known) {
+      std::string names;
+#define LPX_DIV_NAME(name) names += std::string(names.empty() ? "" : ", ") + #name;
+      LPX_DIV_FIELDS(LPX_DIV_NAME)
+#undef LPX_DIV_NAME
+      throw std::invalid_argument(fmt::format("thresholds: unknown key '{}'; allowed: {}", k, names));
+    }
+  }
+  check(t);
+  return t;
+}
+
+std::string Thresholds::to_json() const {
+  nlohmann::ordered_json j;
+#define LPX_DIV_WRITE(name) j[#name] = name;
+  LPX_DIV_FIELDS(LPX_DIV_WRITE)
+#undef LPX_DIV_WRITE
+  return j.dump();
+}
+
+// ---------------------------------------------------------------------------------------
+// Online
+
+struct Monitor::State {
+  Thresholds t;
+  std::vector<std::string> layers, roles;
+  int L = 0, R = 0;
+  std::vector<Flag> flags;
+  // spikes: trailing finite values before the current step
+  std::deque<double> loss_hist, grad_hist;
+  Episode ep[kDetCount];
+  // reference gap
+  std::deque<double> loss_win, ref_win;
+  int gap_count = 0;
+  // update drift: every finite normalized value
+  std::vector<double> upd;
+  // per (layer, role) statistics: finite values so far, episodes
+  std::vector<std::vector<double>> flushed, saturated;
+  std::vector<Episode> ep_flushed, ep_saturated;
+  int dgrad_dy = -1, wgrad_dy = -1;
+};
+
+Monitor::Monitor(Thresholds t, std::vector<std::string> layers, std::vector<std::string> roles)
+    : s_(std::make_unique<State>()) {
+  check(t);
+  s_->t = t;
+  s_->L = static_cast<int>(layers.size());
+  s_->R = static_cast<int>(roles.size());
+  s_->dgrad_dy = role_index(roles, "dgrad_dy");
+  s_->wgrad_dy = role_index(roles, "wgrad_dy");
+  s_->layers = std::move(layers);
+  s_->roles = std::move(roles);
+  const size_t n = static_cast<size_t>(s_->L) * static_cast<size_t>(s_->R);
+  s_->flushed.resize(n);
+  s_->saturated.resize(n);
+  s_->ep_flushed.resize(n);
+  s_->ep_saturated.resize(n);
+}
+Monitor::~Monitor() = default;
+Monitor::Monitor(Monitor&&) noexcept = default;
+Monitor& Monitor::operator=(Monitor&&) noexcept = default;
+const std::vector<Flag>& Monitor::flags() const { return s_->flags; }
+
+std::vector<Flag> Monitor::observe(const StepRecord& r) {
+  State& s = *s_;
+  const Thresholds& t = s.t;
+  std::vector<Flag> out;
+  const auto W = static_cast<size_t>(t.window);
+
+  // nonfinite
+  if (s.ep[nonfinite].rise(!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)))
+    out.push_back(make_flag(r.step, nonfinite, {{"loss", r.loss}, {"grad_norm", r.grad_norm}}));
+
+  // loss_spike
+  {
+    bool cond = false;
+    RobustZ z{};
+    if (std::isfinite(r.loss) && s.loss_hist.size() >= static_cast<size_t>(t.min_history)) {
+      const double med = median(s.loss_hist.begin(), s.loss_hist.end());
+      z = robust_z(r.loss, s.loss_hist.begin(), s.loss_hist.end(), t.loss_mad_floor * std::fabs(med));
+      cond = z.z > t.loss_spike_z;
+    }
+    if (s.ep[loss_spike].rise(cond))
+      out.push_back(make_flag(r.step, loss_spike, {{"loss", r.loss}, {"median", z.med}, {"mad", z.mad}, {"z", z.z}}));
+    if (std::isfinite(r.loss)) {
+      s.loss_hist.push_back(r.loss);
+      if (s.loss_hist.size() > W) s.loss_hist.pop_front();
+    }
+  }
+  // grad_spike (on log grad_norm)
+  {
+    const double g = (std::isfinite(r.grad_norm) && r.grad_norm > 0) ? std::log(r.grad_norm) : kNaN;
+    bool cond = false;
+    RobustZ z{};
+    if (std::isfinite(g) && s.grad_hist.size() >= static_cast<size_t>(t.min_history)) {
+      z = robust_z(g, s.grad_hist.begin(), s.grad_hist.end(), t.grad_mad_floor);
+      cond = z.z > t.grad_spike_z;
+    }
+    if (s.ep[grad_spike].rise(cond))
+      out.push_back(make_flag(r.step, grad_spike,
+                              {{"grad_norm", r.grad_norm}, {"median", std::exp(z.med)}, {"z", z.z}}));
+    if (std::isfinite(g)) {
+      s.grad_hist.push_back(g);
+      if (s.grad_hist.size() > W) s.grad_hist.pop_front();
+    }
+  }
+  // reference_gap
+  {
+    const auto n = static_cast<size_t>(t.smooth);
+    s.loss_win.push_back(r.loss);
+    s.ref_win.push_back(r.ref_loss);
+    if (s.loss_win.size() > n) {
+      s.loss_win.pop_front();
+      s.ref_win.pop_front();
+    }
+    const double lm = trailing_mean(s.loss_win.begin(), s.loss_win.end());
+    const double rm = trailing_mean(s.ref_win.begin(), s.ref_win.end());
+    const double gap = (lm - rm) / std::fabs(rm);
+    const bool above = std::isfinite(rm) && (!std::isfinite(lm) || gap > t.gap_rel);
+    s.gap_count = above ? s.gap_count + 1 : 0;
+    if (s.ep[reference_gap].rise(s.gap_count >= t.gap_patience))
+      out.push_back(make_flag(r.step, reference_gap,
+                              {{"gap", gap}, {"loss_mean", lm}, {"ref_mean", rm}, {"steps_above", s.gap_count}}));
+  }
+  // adam_rms
+  if (s.ep[adam_rms].rise(std::isfinite(r.adam_rms) && r.adam_rms > t.adam_rms))
+    out.push_back(make_flag(r.step, adam_rms, {{"rms_g2_over_v", r.adam_rms}}));
+  // update_drift
+  {
+    const double v = normalized_update(r.update_ratio, r.lr);
+    if (std::isfinite(v)) {
+      s.upd.push_back(v);
+      const size_t need = static_cast<size_t>(t.min_history) + W;
+      bool cond = false;
+      double base = kNaN, cur = kNaN;
+      if (s.upd.size() >= need) {
+        base = median(s.upd.begin() + t.min_history, s.upd.begin() + static_cast<std::ptrdiff_t>(need));
+        cur = median(s.upd.end() - t.smooth, s.upd.end());
+        cond = cur > t.update_drift_factor * base;
+      }
+      if (s.ep[update_drift].rise(cond))
+        out.push_back(make_flag(r.step, update_drift, {{"current", cur}, {"baseline", base}, {"ratio", cur / base}}));
+    }
+  }
+  // per-layer statistics: underflow_growth on the gradient operands, saturation on all
+  auto stat_step = [&](const float* a, std::vector<std::vector<double>>& hist, std::vector<Episode>& eps,
+                       int det, bool gradients_only) {
+    if (!a) return;
+    for (int l = 0; l < s.L; ++l)
+      for (int ro = 0; ro < s.R; ++ro) {
+        if (gradients_only && ro != s.dgrad_dy && ro != s.wgrad_dy) continue;
+        const size_t k = static_cast<size_t>(l) * static_cast<size_t>(s.R) + static_cast<size_t>(ro);
+        const double x = a[k];
+        if (!std::isfinite(x)) continue;
+        auto& h = hist[k];
+        h.push_back(x);
+        bool cond = false;
+        double base = kNaN, cur = kNaN;
+        if (h.size() >= static_cast<size_t>(t.baseline_rows + t.stat_smooth)) {
+          base = median(h.begin(), h.begin() + t.baseline_rows);
+          cur = median(h.end() - t.stat_smooth, h.end());
+          cond = det == underflow_growth ? cur - base > t.flushed_growth_pp
+                                         : cur > t.saturated_pct && cur - base > t.saturated_growth_pp;
+        }
+        if (eps[k].rise(cond))
+          out.push_back(make_flag(r.step, det, {{"current_pct", cur}, {"baseline_pct", base}},
+                                  s.layers[static_cast<size_t>(l)], s.roles[static_cast<size_t>(ro)]));
+      }
+  };
+  stat_step(r.flushed_pct, s.flushed, s.ep_flushed, underflow_growth, true);
+  stat_step(r.saturated_pct, s.saturated, s.ep_saturated, saturation, false);
+
+  s.flags.insert(s.flags.end(), out.begin(), out.end());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Offline
+
+namespace {
+
+// Rising edges of per-row conditions (nullopt: not evaluated at that row, state kept).
+void edges(const std::vector<std::optional<bool>>& cond, const std::vector<int64_t>& step, int det,
+           const std::function<std::vector<std::pair<std::string, double>>(size_t)>& evidence,
+           std::vector<Flag>& out, const std::string& layer = {}, const std::string& operand = {}) {
+  bool active = false;
+  for (size_t i = 0; i < cond.size(); ++i) {
+    if (!cond[i]) continue;
+    if (*cond[i] && !active) out.push_back(make_flag(step[i], det, evidence(i), layer, operand));
+    active = *cond[i];
+  }
+}
+
+// Rows of `x` that are finite, as indices.
+std::vector<size_t> finite_rows(const std::vector<double>& x) {
+  std::vector<size_t> f;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::isfinite(x[i])) f.push_back(i);
+  return f;
+}
+
+// Spike detector over a whole series: robust z of x[i] against the `window` finite values
+// before it.
+void spikes(const std::vector<double>& x, const std::vector<int64_t>& step, const Thresholds& t, int det,
+            bool relative_floor, double floor, double zmax, const std::vector<double>& shown,
+            std::vector<Flag>& out) {
+  const auto fin = finite_rows(x);
+  std::vector<double> vals;
+  for (size_t i : fin) vals.push_back(x[i]);
+  std::vector<std::optional<bool>> cond(x.size(), false);
+  std::vector<RobustZ> zs(x.size());
+  for (size_t j = 0; j < fin.size(); ++j) {
+    if (j < static_cast<size_t>(t.min_history)) continue;
+    const size_t lo = j > static_cast<size_t>(t.window) ? j - static_cast<size_t>(t.window) : 0;
+    const auto b = vals.begin() + static_cast<std::ptrdiff_t>(lo), e = vals.begin() + static_cast<std::ptrdiff_t>(j);
+    const double fl = relative_floor ? floor * std::fabs(median(b, e)) : floor;
+    zs[fin[j]] = robust_z(vals[j], b, e, fl);
+    cond[fin[j]] = zs[fin[j]].z > zmax;
+  }
+  edges(cond, step, det, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+    if (det == loss_spike) return {{"loss", shown[i]}, {"median", zs[i].med}, {"mad", zs[i].mad}, {"z", zs[i].z}};
+    return {{"grad_norm", shown[i]}, {"median", std::exp(zs[i].med)}, {"z", zs[i].z}};
+  }, out);
+}
+
+}  // namespace
+
+std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* reference) {
+  check(t);
+  const size_t n = run.rows();
+  std::vector<Flag> out;
+  // nonfinite
+  {
+    std::vector<std::optional<bool>> c(n);
+    for (size_t i = 0; i < n; ++i) c[i] = !std::isfinite(run.loss[i]) || !std::isfinite(run.grad_norm[i]);
+    edges(c, run.step, nonfinite, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"loss", run.loss[i]}, {"grad_norm", run.grad_norm[i]}};
+    }, out);
+  }
+  spikes(run.loss, run.step, t, loss_spike, true, t.loss_mad_floor, t.loss_spike_z, run.loss, out);
+  {
+    std::vector<double> lg(n);
+    for (size_t i = 0; i < n; ++i)
+      lg[i] = (std::isfinite(run.grad_norm[i]) && run.grad_norm[i] > 0) ? std::log(run.grad_norm[i]) : kNaN;
+    spikes(lg, run.step, t, grad_spike, false, t.grad_mad_floor, t.grad_spike_z, run.grad_norm, out);
+  }
+  // reference_gap: reference losses aligned by step number
+  {
+    std::vector<double> ref(n, kNaN);
+    if (reference) {
+      std::map<int64_t, double> by_step;
+      for (size_t i = 0; i < reference->rows(); ++i) by_step[reference->step[i]] = reference->loss[i];
+      for (size_t i = 0; i < n; ++i)
+        if (auto it = by_step.find(run.step[i]); it != by_step.end()) ref[i] = it->second;
+    }
+    std::vector<std::optional<bool>> c(n);
+    std::vector<double> lm(n), rm(n), gap(n);
+    std::vector<int> count(n);
+    int k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t lo = i + 1 > static_cast<size_t>(t.smooth) ? i + 1 - static_cast<size_t>(t.smooth) : 0;
+      lm[i] = trailing_mean(run.loss.begin() + static_cast<std::ptrdiff_t>(lo), run.loss.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      rm[i] = trailing_mean(ref.begin() + static_cast<std::ptrdiff_t>(lo), ref.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      gap[i] = (lm[i] - rm[i]) / std::fabs(rm[i]);
+      k = (std::isfinite(rm[i]) && (!std::isfinite(lm[i]) || gap[i] > t.gap_rel)) ? k + 1 : 0;
+      count[i] = k;
+      c[i] = k >= t.gap_patience;
+    }
+    edges(c, run.step, reference_gap, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"gap", gap[i]}, {"loss_mean", lm[i]}, {"ref_mean", rm[i]}, {"steps_above", count[i]}};
+    }, out);
+  }
+  // adam_rms
+  if (!run.adam_rms.empty()) {
+    std::vector<std::optional<bool>> c(n);
+    for (size_t i = 0; i < n && i < run.adam_rms.size(); ++i)
+      c[i] = std::isfinite(run.adam_rms[i]) && run.adam_rms[i] > t.adam_rms;
+    edges(c, run.step, adam_rms, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"rms_g2_over_v", run.adam_rms[i]}};
+    }, out);
+  }
+  // update_drift
+  {
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = normalized_update(run.update_ratio[i], run.lr[i]);
+    const auto fin = finite_rows(v);
+    std::vector<double> vals;
+    for (size_t i : fin) vals.push_back(v[i]);
+    std::vector<std::optional<bool>> c(n);
+    std::vector<double> base(n, kNaN), cur(n, kNaN);
+    const size_t need = static_cast<size_t>(t.min_history + t.window);
+    double b = kNaN;
+    if (vals.size() >= need) b = median(vals.begin() + t.min_history, vals.begin() + static_cast<std::ptrdiff_t>(need));
+    for (size_t j = 0; j < fin.size(); ++j) {
+      c[fin[j]] = false;
+      if (j + 1 < need) continue;
+      const auto e = vals.begin() + static_cast<std::ptrdiff_t>(j + 1);
+      base[fin[j]] = b;
+      cur[fin[j]] = median(e - t.smooth, e);
+      c[fin[j]] = cur[fin[j]] > t.update_drift_factor * b;
+    }
+    edges(c, run.step, update_drift, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"current", cur[i]}, {"baseline", base[i]}, {"ratio", cur[i] / base[i]}};
+    }, out);
+  }
+  // per-layer statistics
+  const size_t L = run.layers.size(), R = run.roles.size();
+  auto stats = [&](const std::vector<float>& a, int det) {
+    if (a.size() < n * L * R || L * R == 0) return;
+    const int dy1 = role_index(run.roles, "dgrad_dy"), dy2 = role_index(run.roles, "wgrad_dy");
+    for (size_t l = 0; l < L; ++l)
+      for (size_t ro = 0; ro < R; ++ro) {
+        if (det == underflow_growth && static_cast<int>(ro) != dy1 && static_cast<int>(ro) != dy2) continue;
+        std::vector<double> x(n);
+        for (size_t i = 0; i < n; ++i) x[i] = a[(i * L + l) * R + ro];
+        const auto fin = finite_rows(x);
+        std::vector<std::optional<bool>> c(n);
+        std::vector<double> base(n, kNaN), cur(n, kNaN);
+        const size_t need = static_cast<size_t>(t.baseline_rows + t.stat_smooth);
+        for (size_t j = 0; j < fin.size(); ++j) {
+          const size_t i = fin[j];
+          c[i] = false;
+          if (j + 1 < need) continue;
+          std::vector<double> first, last;
+          for (size_t q = 0; q < static_cast<size_t>(t.baseline_rows); ++q) first.push_back(x[fin[q]]);
+          for (size_t q = j + 1 - static_cast<size_t>(t.stat_smooth); q <= j; ++q) last.push_back(x[fin[q]]);
+          base[i] = median(first.begin(), first.end());
+          cur[i] = median(last.begin(), last.end());
+          c[i] = det == underflow_growth ? cur[i] - base[i] > t.flushed_growth_pp
+                                         : cur[i] > t.saturated_pct && cur[i] - base[i] > t.saturated_growth_pp;
+        }
+        edges(c, run.step, det, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+          return {{"current_pct", cur[i]}, {"baseline_pct", base[i]}};
+        }, out, run.layers[l], run.roles[ro]);
+      }
+  };
+  stats(run.flushed_pct, underflow_growth);
+  stats(run.saturated_pct, saturation);
+
+  // step order, then detector order; within a detector, layer-major as generated
+  auto det_index = [](const std::string& d) {
+    return std::find(kDetNames, kDetNames + kDetCount, d) - kDetNames;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const Flag& a, const Flag& b) {
+    if (a.step != b.step) return a.step < b.step;
+    return det_index(a.detector) < det_index(b.detector);
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// Ground truth
+
+Outcome judge(const Series& run, const Series* reference, const Thresholds& t, const std::vector<Flag>& flags) {
+  Outcome o;
+  const size_t n = run.rows();
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(run.loss[i])) {
+      o.diverged = true;
+      o.divergence_step = run.step[i];
+      o.reason = "non-finite loss";
+      break;
+    }
+  if (!o.diverged && n > 0) {
+    std::vector<double> ref(n, kNaN);
+    if (reference) {
+      std::map<int64_t, double> by_step;
+      for (size_t i = 0; i < reference->rows(); ++i) by_step[reference->step[i]] = reference->loss[i];
+      for (size_t i = 0; i < n; ++i)
+        if (auto it = by_step.find(run.step[i]); it != by_step.end()) ref[i] = it->second;
+    }
+    double best = kNaN;
+    size_t streak = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t lo = i + 1 > static_cast<size_t>(t.smooth) ? i + 1 - static_cast<size_t>(t.smooth) : 0;
+      const auto b = static_cast<std::ptrdiff_t>(lo), e = static_cast<std::ptrdiff_t>(i + 1);
+      const double lm = trailing_mean(run.loss.begin() + b, run.loss.begin() + e);
+      bool above;
+      if (reference) {
+        const double rm = trailing_mean(ref.begin() + b, ref.begin() + e);
+        above = std::isfinite(rm) && lm > t.diverged_factor * rm;
+      } else {
+        above = std::isfinite(best) && lm > t.diverged_factor * best;
+        best = std::isfinite(best) ? std::min(best, lm) : lm;
+      }
+      streak = above ? streak + 1 : 0;
+      if (streak > 0 && (streak >= static_cast<size_t>(t.diverged_patience) || i + 1 == n)) {
+        o.diverged = true;
+        o.divergence_step = run.step[i + 1 - streak];
+        o.reason = reference ? fmt::format("loss > {:g} x reference", t.diverged_factor)
+                             : fmt::format("loss > {:g} x its best", t.diverged_factor);
+        break;
+      }
+    }
+  }
+  if (!flags.empty()) {
+    const Flag* first = &flags.front();
+    for (const auto& f : flags)
+      if (f.step < first->step) first = &f;
+    o.flagged = true;
+    o.first_flag_step = first->step;
+    o.first_flag_detector = first->detector;
+  }
+  if (o.diverged && o.flagged) o.lead_time = o.divergence_step - o.first_flag_step;
+  return o;
+}
+
+}  // namespace lpx::div

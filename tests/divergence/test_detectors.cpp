@@ -1,0 +1,240 @@
+// Divergence detectors on synthetic series: each fires on the pattern it is for, none fires
+// on a healthy noisy run (seeded noise, many seeds), and the online Monitor gives exactly
+// the offline detect() flags.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "lpx/divergence/detectors.hpp"
+
+using namespace lpx::div;
+
+namespace {
+
+constexpr int kSteps = 400;
+const std::vector<std::string> kLayers = {"fc0", "fc1", "fc2"};
+const std::vector<std::string> kRoles = {"fwd_x", "fwd_w", "dgrad_dy", "dgrad_w", "wgrad_x", "wgrad_dy"};
+
+// A healthy run: decaying loss with minibatch noise, log-normal gradient norms, an
+// update ratio that follows the warmup+cosine learning rate, steady quantizer statistics.
+Series healthy(uint32_t seed, double noise = 0.03) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  Series s;
+  s.layers = kLayers;
+  s.roles = kRoles;
+  for (int t = 0; t < kSteps; ++t) {
+    const double lr = 1e-3 * (t < 40 ? (t + 1) / 40.0 : 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * (t - 40) / (kSteps - 40))));
+    s.step.push_back(t);
+    const double base = 0.4 + 1.9 * std::exp(-t / 60.0);
+    s.loss.push_back(base * (1 + noise * n01(rng)));
+    s.grad_norm.push_back(std::exp(0.2 * n01(rng)) * (0.5 + 1.5 * std::exp(-t / 80.0)));
+    s.lr.push_back(lr);
+    s.update_ratio.push_back(lr * 0.02 * std::exp(0.1 * n01(rng)));
+    s.adam_rms.push_back(1.0 + 0.1 * n01(rng));
+    for (size_t l = 0; l < kLayers.size(); ++l)
+      for (size_t r = 0; r < kRoles.size(); ++r) {
+        s.flushed_pct.push_back(static_cast<float>(std::max(0.0, 2.0 + 0.5 * n01(rng))));
+        s.saturated_pct.push_back(static_cast<float>(std::max(0.0, 0.5 + 0.2 * n01(rng))));
+      }
+  }
+  return s;
+}
+
+float& cell(std::vector<float>& a, int t, int l, int r) {
+  return a[(static_cast<size_t>(t) * kLayers.size() + static_cast<size_t>(l)) * kRoles.size() + static_cast<size_t>(r)];
+}
+
+std::vector<Flag> online(const Series& s, const Thresholds& t, const Series* ref) {
+  Monitor m(t, s.layers, s.roles);
+  const size_t cells = s.layers.size() * s.roles.size();
+  for (size_t i = 0; i < s.rows(); ++i) {
+    StepRecord r;
+    r.step = s.step[i];
+    r.loss = s.loss[i];
+    r.grad_norm = s.grad_norm[i];
+    r.update_ratio = s.update_ratio[i];
+    r.lr = s.lr[i];
+    if (!s.adam_rms.empty()) r.adam_rms = s.adam_rms[i];
+    if (ref) r.ref_loss = ref->loss[i];
+    if (!s.flushed_pct.empty()) r.flushed_pct = s.flushed_pct.data() + i * cells;
+    if (!s.saturated_pct.empty()) r.saturated_pct = s.saturated_pct.data() + i * cells;
+    m.observe(r);
+  }
+  return m.flags();
+}
+
+// Offline flags, checked equal to the online ones.
+std::vector<Flag> both(const Series& s, const Series* ref = nullptr, const Thresholds& t = {}) {
+  auto off = detect(s, t, ref);
+  auto on = online(s, t, ref);
+  REQUIRE(on == off);
+  return off;
+}
+
+const Flag* first_of(const std::vector<Flag>& f, const std::string& det) {
+  for (const auto& x : f)
+    if (x.detector == det) return &x;
+  return nullptr;
+}
+
+std::string dump(const std::vector<Flag>& f) {
+  std::string s;
+  for (const auto& x : f) s += x.describe() + "\n";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("healthy noisy runs raise no flag and are not diverged") {
+  const auto seed = GENERATE(range(1u, 21u));
+  const Series ref = healthy(seed + 1000);
+  const Series run = healthy(seed);
+  const auto flags = both(run, &ref);
+  INFO("seed " << seed << "\n" << dump(flags));
+  CHECK(flags.empty());
+  const auto o = judge(run, &ref, {}, flags);
+  CHECK_FALSE(o.diverged);
+  CHECK_FALSE(o.flagged);
+}
+
+TEST_CASE("nonfinite fires at the first NaN loss, once; judge calls it diverged there") {
+  Series s = healthy(7);
+  for (int t = 300; t < kSteps; ++t) s.loss[static_cast<size_t>(t)] = std::numeric_limits<double>::quiet_NaN();
+  const auto f = both(s);
+  const Flag* x = first_of(f, "nonfinite");
+  REQUIRE(x);
+  CHECK(x->step == 300);
+  CHECK(std::count_if(f.begin(), f.end(), [](const Flag& y) { return y.detector == "nonfinite"; }) == 1);
+  const auto o = judge(s, nullptr, {}, f);
+  CHECK(o.diverged);
+  CHECK(o.divergence_step == 300);
+  CHECK(o.reason == "non-finite loss");
+}
+
+TEST_CASE("loss_spike fires on a single spike, with its evidence") {
+  Series s = healthy(8);
+  s.loss[200] += 2.0;
+  const auto f = both(s);
+  const Flag* x = first_of(f, "loss_spike");
+  REQUIRE(x);
+  CHECK(x->step == 200);
+  CHECK(x->evidence.back().first == "z");
+  CHECK(x->evidence.back().second > 6);
+  CHECK(f.size() == 1);
+}
+
+TEST_CASE("grad_spike fires on a gradient-norm spike") {
+  Series s = healthy(9);
+  s.grad_norm[250] *= 30;
+  const auto f = both(s);
+  const Flag* x = first_of(f, "grad_spike");
+  REQUIRE(x);
+  CHECK(x->step == 250);
+  CHECK(f.size() == 1);
+}
+
+TEST_CASE("reference_gap fires after K consecutive steps above the threshold") {
+  const Series ref = healthy(10);
+  Series s = healthy(11);
+  for (int t = 150; t < kSteps; ++t) s.loss[static_cast<size_t>(t)] = ref.loss[static_cast<size_t>(t)] * 1.12;
+  Thresholds th;
+  const auto f = both(s, &ref, th);
+  const Flag* x = first_of(f, "reference_gap");
+  REQUIRE(x);
+  // the smoothed gap crosses 5% a few steps into the shift, then K more steps
+  CHECK(x->step >= 150 + th.gap_patience - 1);
+  CHECK(x->step <= 150 + th.gap_patience + th.smooth);
+  // and the same run is not "diverged" (12% < 1.5x), but 2x is
+  CHECK_FALSE(judge(s, &ref, th, f).diverged);
+  for (int t = 300; t < kSteps; ++t) s.loss[static_cast<size_t>(t)] = ref.loss[static_cast<size_t>(t)] * 2;
+  const auto f2 = both(s, &ref, th);
+  const auto o = judge(s, &ref, th, f2);
+  CHECK(o.diverged);
+  CHECK(o.divergence_step > 300);
+  CHECK(o.divergence_step < 310);
+  REQUIRE(o.lead_time);
+  CHECK(*o.lead_time == o.divergence_step - x->step);
+  CHECK(*o.lead_time > 100);
+}
+
+TEST_CASE("underflow_growth fires on growing flushed % of a gradient operand, not of weights") {
+  Series s = healthy(12);
+  for (int t = 200; t < kSteps; ++t) {
+    cell(s.flushed_pct, t, 1, 5) = static_cast<float>(2 + 0.2 * (t - 200));  // fc1 wgrad_dy
+    cell(s.flushed_pct, t, 2, 1) = static_cast<float>(2 + 0.2 * (t - 200));  // fc2 fwd_w: ignored
+  }
+  const auto f = both(s);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].detector == "underflow_growth");
+  CHECK(f[0].layer == "fc1");
+  CHECK(f[0].operand == "wgrad_dy");
+  CHECK(f[0].step > 240);
+  CHECK(f[0].step < 270);
+}
+
+TEST_CASE("saturation fires on a sustained jump of clipped elements; NaN statistics rows are skipped") {
+  Series s = healthy(13);
+  for (int t = 0; t < kSteps; ++t)
+    if (t % 2) cell(s.saturated_pct, t, 0, 0) = std::numeric_limits<float>::quiet_NaN();
+  for (int t = 300; t < kSteps; t += 1)
+    if (t % 2 == 0) cell(s.saturated_pct, t, 0, 0) = 20;
+  const auto f = both(s);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].detector == "saturation");
+  CHECK(f[0].layer == "fc0");
+  CHECK(f[0].operand == "fwd_x");
+  CHECK(f[0].step == 302);  // the median of 3 rows turns at the second high row
+}
+
+TEST_CASE("adam_rms fires when RMS(g^2/v_hat) grows; absent series are ignored") {
+  Series s = healthy(14);
+  s.adam_rms[320] = 5;
+  auto f = both(s);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].detector == "adam_rms");
+  CHECK(f[0].step == 320);
+  s.adam_rms.clear();
+  CHECK(both(s).empty());
+}
+
+TEST_CASE("update_drift fires when the update/weight ratio per unit lr grows") {
+  Series s = healthy(15);
+  for (int t = 300; t < kSteps; ++t) s.update_ratio[static_cast<size_t>(t)] *= 10;
+  const auto f = both(s);
+  const Flag* x = first_of(f, "update_drift");
+  REQUIRE(x);
+  CHECK(x->step >= 300);
+  CHECK(x->step < 310);
+}
+
+TEST_CASE("without a reference, judge compares with the run's own best loss") {
+  Series s = healthy(16);
+  for (int t = 250; t < kSteps; ++t) s.loss[static_cast<size_t>(t)] = 3.0;
+  const auto f = both(s);
+  const auto o = judge(s, nullptr, {}, f);
+  CHECK(o.diverged);
+  CHECK(o.divergence_step >= 250);
+  CHECK(o.divergence_step < 256);
+  CHECK(o.flagged);
+  CHECK(o.first_flag_detector == "loss_spike");
+  REQUIRE(o.lead_time);
+  CHECK(*o.lead_time >= 0);
+}
+
+TEST_CASE("thresholds: defaults round-trip through JSON; bad keys and types are errors") {
+  const Thresholds d;
+  const Thresholds r = Thresholds::from_json(d.to_json());
+  CHECK(r.to_json() == d.to_json());
+  const Thresholds c = Thresholds::from_json(R"({"loss_spike_z": 4.5, "gap_patience": 5})");
+  CHECK(c.loss_spike_z == 4.5);
+  CHECK(c.gap_patience == 5);
+  CHECK(c.window == d.window);
+  CHECK_THROWS_AS(Thresholds::from_json(R"({"loss_spike": 4})"), std::invalid_argument);
+  CHECK_THROWS_AS(Thresholds::from_json(R"({"window": 2.5})"), std::invalid_argument);
+  CHECK_THROWS_AS(Thresholds::from_json(R"({"window": 4, "min_history": 8})"), std::invalid_argument);
+  CHECK_THROWS_AS(Thresholds::from_json("[1]"), std::invalid_argument);
+  CHECK_THROWS_AS(Thresholds::from_json("{"), std::invalid_argument);
+}
