@@ -15,8 +15,10 @@
 
 #include <omp.h>
 
+#include "lpx/formats/block_format.hpp"
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/element_format.hpp"
+#include "lpx/formats/quantize.hpp"
 
 namespace lpx::bench {
 
@@ -106,6 +108,27 @@ inline std::vector<CastPath> cast_paths() {
                              (e.o == Overflow::sat ? " sat" : " ieee");
     p.push_back({name, 4, 4, [e](Buffers& b, int t) {
                    fake_cast_array(b.in, b.out, *e.f, cast_options(e.r, e.o, t));
+                 }});
+  }
+  // Block fake-quantization (scale + cast + dequantize in one call) over a 1-D tensor,
+  // blocks along it: float32 in, float32 out.
+  struct Block {
+    const char* spec;
+    Rounding r;
+  };
+  for (const Block& blk : {Block{"mxfp8_e4m3", Rounding::rne}, Block{"mxfp8_e4m3", Rounding::sr},
+                           Block{"mxfp4", Rounding::rne}, Block{"mxfp4", Rounding::sr},
+                           Block{"nvfp4", Rounding::rne}, Block{"fp8_block128", Rounding::rne}}) {
+    const BlockFormat format = parse_block_format(blk.spec);
+    const std::string name =
+        std::string("fake-quant ") + blk.spec + " " + std::string(rounding_name(blk.r));
+    p.push_back({name, 4, 4, [format, blk](Buffers& b, int t) {
+                   QuantizeOptions opt;
+                   opt.round = blk.r;
+                   opt.seed = 1234;
+                   opt.threads = t;
+                   const int64_t shape[1] = {static_cast<int64_t>(b.size())};
+                   fake_quantize({std::span<const float>(b.in), shape}, b.out, format, opt);
                  }});
   }
   return p;

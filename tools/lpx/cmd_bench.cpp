@@ -12,6 +12,9 @@
 
 #include "../bench/cast_paths.hpp"
 #include "command.hpp"
+#include "lpx/kernels/bench.hpp"
+#include "lpx/formats/tensor_io.hpp"
+#include "lpx/kernels/device.hpp"
 
 namespace lpx::cli {
 namespace {
@@ -21,8 +24,34 @@ struct BenchArgs {
   int threads = 0;
   int reps = 3;
   bool json = false;
+  bool gpu = false;
   std::string filter;
 };
+
+// `lpx bench --gpu`: the kernels' bandwidth as a fraction of the device-to-device copy
+// measured in the same run, and FP8 vs BF16 GEMM TFLOP/s.
+void run_gpu_bench(const BenchArgs& a) {
+  if (!kernels::cuda_available())
+    throw DataError("bench --gpu: no CUDA device (" + kernels::device_description() + ")");
+  kernels::GpuBenchOptions opt;
+  opt.repetitions = a.reps;
+  const auto rows = kernels::run_gpu_benchmarks(opt);
+  if (a.json) {
+    fmt::print("[\n");
+    for (size_t k = 0; k < rows.size(); ++k)
+      fmt::print("  {{\"path\": \"{}\", \"bytes\": {}, \"seconds\": {:.6g}, \"gb_per_s\": {:.6g}, "
+                 "\"copy_fraction\": {:.4f}, \"tflops\": {:.6g}}}{}\n",
+                 rows[k].path, rows[k].bytes, rows[k].seconds, rows[k].gb_per_s,
+                 rows[k].copy_fraction, rows[k].tflops, k + 1 < rows.size() ? "," : "");
+    fmt::print("]\n");
+    return;
+  }
+  fmt::print("device: {}\n{:<36} {:>10} {:>12} {:>10}\n", kernels::device_description(), "path",
+             "GB/s", "of copy", "TFLOP/s");
+  for (const auto& r : rows)
+    fmt::print("{:<36} {:>10.1f} {:>12.3f} {:>10.1f}\n", r.path, r.gb_per_s, r.copy_fraction,
+               r.tflops);
+}
 
 // Best of `reps` timed runs, after one untimed warm-up (page faults, caches, OpenMP pool).
 template <class Fn>
@@ -39,6 +68,7 @@ double best_seconds(int reps, Fn fn) {
 }
 
 void run_bench(const BenchArgs& a) {
+  if (a.gpu) return run_gpu_bench(a);
   if (a.size == 0) throw UsageError("bench: --size must be positive");
   if (a.reps < 1) throw UsageError("bench: --reps must be at least 1");
   std::regex re;
@@ -104,6 +134,8 @@ const bool registered = register_command(60, [](CLI::App& app) {
   cmd->add_option("--reps", args->reps, "timed repetitions, best kept (default 3)");
   cmd->add_flag("--json", args->json, "print a JSON list instead of the table");
   cmd->add_option("--filter", args->filter, "only paths matching this regex (e.g. 'e2m1')");
+  cmd->add_flag("--gpu", args->gpu, "benchmark the CUDA kernels (1 GiB inputs) and GEMMs instead");
+  cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu");
   cmd->callback([args] { run_bench(*args); });
 });
 
