@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfmt-dev libcli11-dev catch2 nlohmann-json3-dev
   libhwy-dev libeigen3-dev libhdf5-dev libbenchmark-dev
+  zlib1g-dev dataset-fashion-mnist fortunes   # sim/: IDX reading, training data
   clang-14 libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
 )
 

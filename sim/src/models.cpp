@@ -44,7 +44,7 @@ int64_t argmax_correct(const float* logits, const int32_t* targets, int64_t n, i
 
 std::unique_ptr<QuantGemms> make_gemms(const SimRecipe& recipe, LayerInfo info, uint64_t seed) {
   const bool high = recipe.keeps_high_precision(info);
-  auto q = high ? make_identity_quantizer() : recipe.make_quantizer(info, seed);
+  auto q = recipe.make_quantizer(info, seed);
   const Accumulation acc = high ? Accumulation{} : recipe.numerics.accumulation;
   return std::make_unique<QuantGemms>(std::move(info), std::move(q), acc);
 }

@@ -1,11 +1,13 @@
 // AdamW with fp32 or bf16-SR master weights and fp32 or bf16 moments.
 #include "lpx/sim/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <span>
 
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/element_format.hpp"
+#include "lpx/formats/quantize.hpp"
 
 namespace lpx::sim {
 
@@ -25,6 +27,7 @@ void to_bf16(std::vector<float>& x, Rounding round, uint64_t seed, uint32_t stre
 AdamW::AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, Numerics numerics,
              uint64_t seed)
     : decay_(n, 0), cfg_(cfg), numerics_(numerics), seed_(seed), m_(n, 0.0f), v_(n, 0.0f), next_(n, 0.0f) {
+  for (const ParamTensor& t : tensors) spans_.emplace_back(t.offset, t.size);
   for (const ParamTensor& t : tensors)
     if (t.decay)
       std::fill_n(decay_.begin() + t.offset, t.size, uint8_t{1});
@@ -32,6 +35,23 @@ AdamW::AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg,
 
 void AdamW::round_master(std::vector<float>& w) const {
   if (numerics_.master == Numerics::Master::bf16_sr) to_bf16(w, Rounding::rne, 0, 0);
+}
+
+void AdamW::to_fp8_per_tensor() {
+  // Per parameter tensor: m as E4M3 with an fp32 per-tensor scale (fp8_tensor, RNE), and
+  // v through its square root (sqrt(v) quantized the same way, then squared), which halves
+  // v's dynamic range in the exponent so that small second moments are not flushed.
+  static const BlockFormat fmt = parse_block_format("fp8_tensor");
+  for (const auto& [offset, size] : spans_) {
+    const int64_t shape[1] = {size};
+    const auto n = static_cast<size_t>(size);
+    std::vector<float> in(m_.begin() + offset, m_.begin() + offset + size), out(n);
+    fake_quantize(TensorView<const float>{in, shape}, out, fmt);
+    std::copy(out.begin(), out.end(), m_.begin() + offset);
+    for (size_t i = 0; i < n; ++i) in[i] = std::sqrt(v_[static_cast<size_t>(offset) + i]);
+    fake_quantize(TensorView<const float>{in, shape}, out, fmt);
+    for (size_t i = 0; i < n; ++i) v_[static_cast<size_t>(offset) + i] = out[i] * out[i];
+  }
 }
 
 double AdamW::update(std::vector<float>& w, const std::vector<float>& g, float lr, uint64_t step) {
@@ -55,6 +75,8 @@ double AdamW::update(std::vector<float>& w, const std::vector<float>& g, float l
   if (numerics_.moments == Numerics::Moments::bf16) {
     to_bf16(m_, Rounding::rne, 0, 0);
     to_bf16(v_, Rounding::rne, 0, 0);
+  } else if (numerics_.moments == Numerics::Moments::fp8_e4m3) {
+    to_fp8_per_tensor();
   }
   if (numerics_.master == Numerics::Master::bf16_sr)
     to_bf16(next_, Rounding::sr, seed_, kStreamMasterSr ^ static_cast<uint32_t>(step));

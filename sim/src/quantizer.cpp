@@ -95,8 +95,9 @@ SimRecipe builtin_recipe(const std::string& name) {
     r.keeps_high_precision = [](const LayerInfo&) { return true; };
   } else if (name == "bf16") {
     r.json = R"({"name": "bf16", "builtin": true, "operands": "bfloat16 (RNE) for linear and head GEMMs", "master_weights": "fp32", "optimizer_state": "fp32", "accumulation": "fp32"})";
-    r.make_quantizer = [](const LayerInfo&, uint64_t) { return make_bf16_quantizer(); };
-    r.keeps_high_precision = [](const LayerInfo& l) { return l.kind == LayerInfo::attention_bmm || l.kind == LayerInfo::embedding; };
+    auto keep = [](const LayerInfo& l) { return l.kind == LayerInfo::attention_bmm || l.kind == LayerInfo::embedding; };
+    r.make_quantizer = [keep](const LayerInfo& l, uint64_t) { return keep(l) ? make_identity_quantizer() : make_bf16_quantizer(); };
+    r.keeps_high_precision = keep;
   } else {
     throw std::invalid_argument(fmt::format("unknown recipe '{}'", name));
   }
@@ -138,6 +139,22 @@ class RecipeQuantizer final : public GemmQuantizer {
  private:
   lpx::OperandQuantizer q_;
 };
+
+Numerics numerics_from_recipe(const lpx::Recipe& r) {
+  Numerics n;
+  n.master = r.master_weights == lpx::MasterWeights::bf16_sr ? Numerics::Master::bf16_sr
+                                                             : Numerics::Master::fp32;
+  switch (r.optimizer_state) {
+    case lpx::OptimizerState::fp32: n.moments = Numerics::Moments::fp32; break;
+    case lpx::OptimizerState::bf16: n.moments = Numerics::Moments::bf16; break;
+    case lpx::OptimizerState::fp8_e4m3: n.moments = Numerics::Moments::fp8_e4m3; break;
+  }
+  if (r.accumulation.limited) {
+    n.accumulation.mantissa_bits = r.accumulation.mantissa_bits;
+    n.accumulation.promote_every = r.accumulation.promote_every;
+  }
+  return n;
+}
 #endif
 
 }  // namespace
@@ -153,15 +170,9 @@ bool have_recipe_catalogue() { return false; }
 
 SimRecipe load_sim_recipe(const std::string& name_or_path) {
 #ifdef LPX_SIM_HAVE_RECIPES
-  if (name_or_path != "fp32" || name_or_path.ends_with(".json")) {
-    // The catalogue (or a file) first; the built-ins only where it has no such name.
-    std::shared_ptr<lpx::Recipe> recipe;
-    try {
-      recipe = std::make_shared<lpx::Recipe>(lpx::load_recipe(name_or_path));
-    } catch (const std::exception&) {
-      if (name_or_path == "bf16") return builtin_recipe(name_or_path);
-      throw;
-    }
+  {
+    // The catalogue (or a file); it has fp32 and bf16 too.
+    auto recipe = std::make_shared<lpx::Recipe>(lpx::load_recipe(name_or_path));
     SimRecipe r;
     r.name = recipe->name;
     r.json = recipe->to_json();

@@ -8,10 +8,14 @@
 //                    never depends on the thread count
 //   moments bf16     m and v are stored as bfloat16 (round to nearest even after each
 //                    update); fp32 keeps them in float32
+//   moments fp8_e4m3 per parameter tensor, m as E4M3 with an fp32 per-tensor scale
+//                    (lpx::fake_quantize, preset fp8_tensor, RNE) and v as the square of
+//                    sqrt(v) quantized the same way (so small v are not flushed to zero)
 // Weight decay applies to tensors marked `decay` (matrices and embeddings).
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "lpx/sim/model.hpp"
@@ -36,6 +40,8 @@ class AdamW {
   std::vector<float>& v() { return v_; }
 
  private:
+  void to_fp8_per_tensor();
+  std::vector<std::pair<int64_t, int64_t>> spans_;  // (offset, size) of each tensor
   std::vector<uint8_t> decay_;
   AdamWConfig cfg_;
   Numerics numerics_;

@@ -63,7 +63,7 @@ struct Accumulation {
 
 struct Numerics {
   enum class Master : uint8_t { fp32, bf16_sr };
-  enum class Moments : uint8_t { fp32, bf16 };
+  enum class Moments : uint8_t { fp32, bf16, fp8_e4m3 };
   Master master = Master::fp32;
   Moments moments = Moments::fp32;
   Accumulation accumulation;
@@ -78,8 +78,11 @@ struct SimRecipe {
   std::function<bool(const LayerInfo&)> keeps_high_precision;
 };
 
-// A catalogue name or a .json path (recipes/), or a built-in ("fp32", "bf16"). Throws
-// std::invalid_argument for unknown names.
+// A catalogue name or a .json path (recipes/), or without recipes/ a built-in ("fp32",
+// "bf16"). Throws std::invalid_argument for unknown names. A recipe's quantizer handles
+// the layers it keeps in high precision itself (the recipe's high-precision format);
+// the simulator only switches their accumulation back to fp32, and runs kept attention
+// products with its fp32 attention loop.
 SimRecipe load_sim_recipe(const std::string& name_or_path);
 bool have_recipe_catalogue();  // true when built with recipes/
 

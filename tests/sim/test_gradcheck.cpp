@@ -1,0 +1,260 @@
+// Gradient checks by central finite differences: every layer kernel in double
+// (layers.hpp), then the whole MLP and GPT in float32 through their quantized-GEMM
+// wiring (identity quantizers), including the GPT's quantized-attention path.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "lpx/numerics/philox.hpp"
+#include "lpx/sim/gemm.hpp"
+#include "lpx/sim/layers.hpp"
+#include "lpx/sim/model.hpp"
+
+using namespace lpx::sim;
+namespace L = lpx::sim::layers;
+
+namespace {
+
+std::vector<double> randn(size_t n, uint32_t stream, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto r = lpx::random_block(1234, stream, i);
+    const double u1 = (r.v[0] + 1.0) / 4294967297.0, u2 = r.v[1] / 4294967296.0;
+    v[i] = scale * std::sqrt(-2 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  }
+  return v;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Checks d/dx [R . f(x)] against `analytic` for every element of x.
+void check_grad(std::vector<double>& x, const std::function<double()>& loss,
+                const std::vector<double>& analytic, const char* what, double tol = 1e-6) {
+  INFO(what);
+  REQUIRE(x.size() == analytic.size());
+  const double eps = 1e-6;
+  double max_err = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + eps;
+    const double lp = loss();
+    x[i] = x0 - eps;
+    const double lm = loss();
+    x[i] = x0;
+    const double num = (lp - lm) / (2 * eps);
+    const double err = std::fabs(num - analytic[i]) / std::max(1.0, std::fabs(num) + std::fabs(analytic[i]));
+    max_err = std::max(max_err, err);
+  }
+  CHECK(max_err < tol);
+}
+
+}  // namespace
+
+TEST_CASE("linear: dinp, dw, dbias in double", "[gradcheck]") {
+  const int64_t n = 5, c = 7, oc = 4;
+  auto x = randn(n * c, 1), w = randn(oc * c, 2), b = randn(oc, 3), r = randn(n * oc, 4);
+  std::vector<double> out(n * oc);
+  auto loss = [&] { L::linear_forward(out.data(), x.data(), w.data(), b.data(), n, c, oc); return dot(out, r); };
+  std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
+  L::linear_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), n, c, oc);
+  check_grad(x, loss, dx, "dinp");
+  check_grad(w, loss, dw, "dw");
+  check_grad(b, loss, db, "dbias");
+}
+
+TEST_CASE("layernorm: dinp, dw, db in double", "[gradcheck]") {
+  const int64_t n = 4, c = 9;
+  auto x = randn(n * c, 5, 2.0), w = randn(c, 6), b = randn(c, 7), r = randn(n * c, 8);
+  std::vector<double> out(n * c), mean(n), rstd(n);
+  auto loss = [&] { L::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), n, c); return dot(out, r); };
+  loss();
+  std::vector<double> dx(x.size()), dw(w.size()), db(b.size());
+  L::layernorm_backward(dx.data(), dw.data(), db.data(), r.data(), x.data(), w.data(), mean.data(), rstd.data(), n, c);
+  check_grad(x, loss, dx, "dinp");
+  check_grad(w, loss, dw, "dw");
+  check_grad(b, loss, db, "db");
+}
+
+TEST_CASE("elementwise activations: gelu, relu, swiglu in double", "[gradcheck]") {
+  const int64_t n = 6, h = 5;
+  auto x = randn(n * 2 * h, 9, 1.5), r = randn(n * 2 * h, 10);
+  std::vector<double> out(n * 2 * h);
+  SECTION("gelu") {
+    auto loss = [&] { L::gelu_forward(out.data(), x.data(), n * 2 * h); return dot(out, r); };
+    std::vector<double> dx(x.size());
+    L::gelu_backward(dx.data(), x.data(), r.data(), n * 2 * h);
+    check_grad(x, loss, dx, "gelu");
+  }
+  SECTION("relu") {
+    auto loss = [&] { L::relu_forward(out.data(), x.data(), n * 2 * h); return dot(out, r); };
+    std::vector<double> dx(x.size());
+    L::relu_backward(dx.data(), x.data(), r.data(), n * 2 * h);
+    check_grad(x, loss, dx, "relu");
+  }
+  SECTION("swiglu") {
+    std::vector<double> o(n * h), rr(r.begin(), r.begin() + n * h);
+    auto loss = [&] { L::swiglu_forward(o.data(), x.data(), n, h); return dot(o, rr); };
+    std::vector<double> dx(x.size());
+    L::swiglu_backward(dx.data(), x.data(), rr.data(), n, h);
+    check_grad(x, loss, dx, "swiglu");
+  }
+}
+
+TEST_CASE("embedding: dwte, dwpe in double", "[gradcheck]") {
+  const int64_t b = 2, t = 3, c = 4, v = 5;
+  const std::vector<int32_t> tok{1, 4, 1, 0, 2, 4};
+  auto wte = randn(v * c, 11), wpe = randn(t * c, 12), r = randn(b * t * c, 13);
+  std::vector<double> out(b * t * c);
+  auto loss = [&] { L::embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), b, t, c); return dot(out, r); };
+  std::vector<double> dwte(wte.size()), dwpe(wpe.size());
+  L::embedding_backward(dwte.data(), dwpe.data(), r.data(), tok.data(), b, t, c);
+  check_grad(wte, loss, dwte, "dwte");
+  check_grad(wpe, loss, dwpe, "dwpe");
+}
+
+TEST_CASE("causal attention: dqkv in double", "[gradcheck]") {
+  const int64_t b = 2, t = 5, c = 8, nh = 2;
+  auto qkv = randn(b * t * 3 * c, 14), r = randn(b * t * c, 15);
+  std::vector<double> out(b * t * c), pre(b * nh * t * t), att(b * nh * t * t);
+  auto loss = [&] { L::attention_forward(out.data(), pre.data(), att.data(), qkv.data(), b, t, c, nh); return dot(out, r); };
+  loss();
+  std::vector<double> dqkv(qkv.size()), dpre(pre.size()), datt(att.size());
+  L::attention_backward(dqkv.data(), dpre.data(), datt.data(), r.data(), qkv.data(), att.data(), b, t, c, nh);
+  check_grad(qkv, loss, dqkv, "dqkv");
+}
+
+TEST_CASE("softmax cross-entropy: dlogits in double", "[gradcheck]") {
+  const int64_t n = 4, v = 6;
+  auto logits = randn(n * v, 16, 2.0);
+  const std::vector<int32_t> tgt{0, 5, 2, 2};
+  std::vector<double> probs(n * v), losses(n);
+  auto loss = [&] { return L::softmax_xent_forward(probs.data(), logits.data(), tgt.data(), n, v, losses.data()); };
+  loss();
+  std::vector<double> d(logits.size());
+  L::softmax_xent_backward(d.data(), probs.data(), tgt.data(), n, v, 1.0 / n);
+  check_grad(logits, loss, d, "dlogits");
+}
+
+TEST_CASE("QuantGemms with the identity quantizer equals the reference linear", "[gradcheck]") {
+  const int64_t m = 70, k = 33, n = 12;  // m spans two row chunks
+  auto xd = randn(m * k, 17), wd = randn(n * k, 18), bd = randn(n, 19), dyd = randn(m * n, 20);
+  std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()), dy(dyd.begin(), dyd.end());
+  QuantGemms g(LayerInfo{0, 1, LayerInfo::linear, "l"}, make_identity_quantizer(), Accumulation{});
+  std::vector<float> y(m * n), yr(m * n), dx(m * k), dw(n * k, 0.f), db(n, 0.f), dxr(m * k, 0.f), dwr(n * k, 0.f), dbr(n, 0.f);
+  g.forward(x.data(), w.data(), b.data(), y.data(), m, n, k, 0, true);
+  L::linear_forward(yr.data(), x.data(), w.data(), b.data(), m, k, n);
+  g.backward(dy.data(), x.data(), w.data(), dx.data(), dw.data(), db.data(), m, n, k, 0, true);
+  L::linear_backward(dxr.data(), dwr.data(), dbr.data(), dy.data(), x.data(), w.data(), m, k, n);
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b2) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::fabs(a[i] - b2[i]) > 1e-4f * (1 + std::fabs(b2[i]))) return false;
+    return true;
+  };
+  CHECK(close(y, yr));
+  CHECK(close(dx, dxr));
+  CHECK(close(dw, dwr));
+  CHECK(close(db, dbr));
+  CHECK(g.stats[0].elements == m * k);
+  CHECK(std::isinf(g.stats[0].sqnr_db));
+}
+
+TEST_CASE("limited accumulation rounds partial sums and promotes to fp32", "[gemm]") {
+  CHECK(round_to_mantissa(1.0 + std::ldexp(1.0, -12), 10) == 1.0f);
+  CHECK(round_to_mantissa(1.0 + std::ldexp(1.0, -10), 10) == 1.0f + std::ldexp(1.0f, -10));
+  CHECK(round_to_mantissa(1.5 * std::ldexp(1.0, -11) + 1.0, 10) == 1.0f + std::ldexp(1.0f, -10));
+  // 1 + 4096 * 2^-12: with 10 mantissa bits each 2^-12 addend is lost (ties to even)
+  const int64_t k = 4097;
+  std::vector<float> a(k, 1.0f), b(k, std::ldexp(1.0f, -12));
+  b[0] = 1.0f;
+  float c = 0;
+  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{10, 0}, false);
+  CHECK(c == 1.0f);
+  // promotion every 128: the first chunk still loses its 127 addends to the 1, every
+  // later chunk's partial sum is exact, and the fp32 total keeps them
+  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{10, 128}, false);
+  CHECK(c == 1.0f + 3969.0f * std::ldexp(1.0f, -12));
+  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{}, false);
+  CHECK(c == 2.0f);
+}
+
+namespace {
+SimRecipe identity_recipe(bool keep_attention) {
+  SimRecipe r;
+  r.name = "identity";
+  r.make_quantizer = [](const LayerInfo&, uint64_t) { return make_identity_quantizer(); };
+  r.keeps_high_precision = [keep_attention](const LayerInfo& l) { return keep_attention || l.kind != LayerInfo::attention_bmm; };
+  return r;
+}
+
+// Central differences in float32 on the largest-gradient coordinates of each tensor.
+void check_model(Model& m, const Batch& b, float eps) {
+  m.forward_backward(b, 0, false);
+  const std::vector<float> g = m.grads();
+  auto& w = m.params();
+  for (const ParamTensor& t : m.tensors()) {
+    INFO(t.name);
+    int64_t best = t.offset;
+    for (int64_t i = t.offset; i < t.offset + t.size; ++i)
+      if (std::fabs(g[i]) > std::fabs(g[best])) best = i;
+    for (int64_t i : {best, t.offset + t.size / 2}) {
+      const float w0 = w[i];
+      w[i] = w0 + eps;
+      const double lp = m.evaluate(b, 0, nullptr);
+      w[i] = w0 - eps;
+      const double lm = m.evaluate(b, 0, nullptr);
+      w[i] = w0;
+      const double num = (lp - lm) / (2.0 * eps);
+      INFO("index " << i << " analytic " << g[i] << " numeric " << num);
+      CHECK(std::fabs(num - g[i]) <= 2e-2 * std::fabs(g[i]) + 2e-4);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("MLP gradients (float32, whole model)", "[gradcheck]") {
+  for (const char* act : {"relu", "gelu"}) {
+    ModelConfig c;
+    c.kind = "mlp";
+    c.inputs = 12;
+    c.hidden = {16, 8};
+    c.activation = act;
+    auto m = make_model(c, identity_recipe(true), 4, 7);
+    Batch b;
+    b.batch = 4;
+    auto x = randn(48, 21);
+    b.x_f.assign(x.begin(), x.end());
+    b.y = {0, 3, 9, 3};
+    check_model(*m, b, 1e-3f);  // small: ReLU's kink
+  }
+}
+
+TEST_CASE("GPT gradients (float32, whole model)", "[gradcheck]") {
+  for (int variant = 0; variant < 3; ++variant) {
+    ModelConfig c;
+    c.kind = "gpt";
+    c.vocab = 11;
+    c.context = 6;
+    c.layers = 2;
+    c.channels = 16;
+    c.heads = 2;
+    c.activation = variant == 1 ? "swiglu" : "gelu";
+    INFO("variant " << variant);
+    // variant 2: attention products through QuantGemms (the quantized-attention path)
+    auto m = make_model(c, identity_recipe(variant != 2), 2, 8);
+    // larger weights than GPT-2's init so that every gradient is well above float noise
+    for (const ParamTensor& t : m->tensors())
+      if (t.decay)
+        for (int64_t i = 0; i < t.size; ++i) m->params()[t.offset + i] *= 10.0f;
+    Batch b;
+    b.batch = 2;
+    b.x_i = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1};
+    b.y = {2, 3, 4, 5, 6, 7, 8, 9, 10, 0, 1, 2};
+    check_model(*m, b, 1e-2f);
+  }
+}
