@@ -128,7 +128,10 @@ void Trainer::load_data() {
     batcher_ = std::make_unique<ImageBatcher>(*train_set_, cfg_.batch, cfg_.seed);
   } else if (cfg_.model.kind == "gpt") {
     corpus_ = cached_char_corpus(cfg_.data.empty() ? kFortunesDir : cfg_.data);
-    cfg_.model.vocab = corpus_->vocab_size();
+    // Padded to a multiple of 128 (as llm.c pads GPT-2's vocabulary) so that the LM head's
+    // operands fit every block size and Hadamard size of the catalogue; the extra token
+    // ids never occur in the data, and the softmax learns to give them no mass.
+    cfg_.model.vocab = (corpus_->vocab_size() + 127) / 128 * 128;
   } else {
     throw std::invalid_argument(fmt::format("unknown model '{}' (mlp | gpt)", cfg_.model.kind));
   }
