@@ -11,6 +11,7 @@ packages=(
   libhwy-dev libeigen3-dev libhdf5-dev libbenchmark-dev
   zlib1g-dev dataset-fashion-mnist fortunes   # sim/: IDX reading, training data
   clang-14 libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
+  chromium                      # tests/browser: headless check of lpx report's page
 )
 
 missing=()
@@ -18,8 +19,20 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
+install_report_js() {
+  # the charting library that `lpx report` inlines (package-lock.json pins it); node and
+  # npm come with the machine image (Debian's npm package conflicts with its node)
+  local dir
+  dir="$(dirname "$0")/report"
+  if [ -f "$dir/package-lock.json" ] && [ ! -f "$dir/node_modules/vega-embed/build/vega-embed.min.js" ]; then
+    command -v npm >/dev/null || { echo "install-deps: npm is missing (needed for tools/report)" >&2; exit 1; }
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_report_js
   exit 0
 fi
 
@@ -29,3 +42,4 @@ sudo=""
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_report_js

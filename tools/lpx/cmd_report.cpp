@@ -1,0 +1,624 @@
+// `lpx report DIR [--format html|md|json] [--reference RUN] [--thresholds FILE]`: reads every
+// run log in DIR (a sweep's output: DIR/<run>/run.h5, or loose DIR/*.h5), runs the offline
+// divergence detectors (sim/divergence) against the reference run of the same seed, and
+// writes DIR/report.html (one self-contained page: the run table, loss curves with the
+// flags marked, per-layer heatmaps of flushed and saturated %, a verdict per recipe), or
+// prints the same as Markdown or the per-run verdicts as a JSON list.
+//
+// The page inlines Vega, Vega-Lite and vega-embed from tools/report/node_modules (installed
+// by tools/install-deps.sh with `npm ci`), found from --assets, $LPX_REPORT_ASSETS, or by
+// walking up from the executable and the working directory to tools/report.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+#include "lpx/divergence/detectors.hpp"
+#include "lpx/divergence/run_file.hpp"
+
+namespace lpx::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+struct ReportArgs {
+  std::string dir, format = "html", reference, thresholds, assets;
+};
+
+struct Run {
+  std::string name;  // path of the log's folder relative to DIR ("mxfp8-s0"), or the file stem
+  div::RunFile log;
+  json config_flat;            // the log's TrainConfig flattened ("model.hidden": ...)
+  json swept;                  // the keys that differ between runs
+  bool reference = false;
+  bool finished = true;
+  int64_t planned_steps = 0;
+  const Run* ref = nullptr;    // the reference this run is compared with
+  std::vector<div::Flag> flags;
+  div::Outcome outcome;
+  double final_loss = NAN, gap = NAN;
+};
+
+struct Report {
+  std::string dir;
+  std::vector<std::unique_ptr<Run>> runs;
+  std::vector<std::string> missing;  // lines about what is not there
+  div::Thresholds thresholds;
+};
+
+void flatten(const json& j, const std::string& prefix, json& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+  } else {
+    out[prefix] = j;
+  }
+}
+
+double tail_mean(const std::vector<double>& v, int n) {
+  if (v.empty()) return NAN;
+  const size_t k = std::min(v.size(), static_cast<size_t>(std::max(1, n)));
+  double s = 0;
+  for (size_t i = v.size() - k; i < v.size(); ++i) s += v[i];
+  return s / static_cast<double>(k);
+}
+
+// JSON has no NaN/Inf: null instead.
+json num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+std::string fmt_num(double x, const char* f = "{:.4f}") {
+  return std::isfinite(x) ? fmt::format(fmt::runtime(f), x) : (std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf"));
+}
+
+Report load(const ReportArgs& a) {
+  Report rep;
+  rep.dir = a.dir;
+  if (!fs::is_directory(a.dir)) throw std::runtime_error(fmt::format("report: {}: not a directory", a.dir));
+  // the sweep's plan (written by lpx sweep), when there is one
+  json plan;
+  const fs::path plan_path = fs::path(a.dir) / "sweep.json";
+  if (fs::exists(plan_path)) {
+    std::ifstream f(plan_path);
+    try {
+      plan = json::parse(f);
+    } catch (const json::exception& e) {
+      throw std::runtime_error(fmt::format("report: {}: not JSON: {}", plan_path.string(), e.what()));
+    }
+  }
+  if (!a.thresholds.empty()) {
+    std::ifstream f(a.thresholds);
+    if (!f) throw UsageError(fmt::format("report: --thresholds {}: cannot read", a.thresholds));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    rep.thresholds = div::Thresholds::from_json(ss.str());
+  } else if (plan.contains("spec") && plan["spec"].contains("detectors")) {
+    rep.thresholds = div::Thresholds::from_json(plan["spec"]["detectors"].dump());
+  }
+  // every .h5 directly in DIR or one folder down
+  std::vector<std::pair<std::string, fs::path>> logs;
+  std::vector<std::string> ignored;
+  for (const auto& e : fs::directory_iterator(a.dir)) {
+    if (e.is_directory()) {
+      for (const auto& f : fs::directory_iterator(e.path()))
+        if (f.is_regular_file() && f.path().extension() == ".h5")
+          logs.emplace_back(f.path().filename() == "run.h5" ? e.path().filename().string()
+                                                              : e.path().filename().string() + "/" + f.path().stem().string(),
+                            f.path());
+    } else if (e.is_regular_file() && e.path().extension() == ".h5") {
+      logs.emplace_back(e.path().stem().string(), e.path());
+    } else if (e.is_regular_file() && e.path().filename() != "sweep.json" && e.path().filename() != "report.html" &&
+               e.path().filename() != "sweep.sbatch") {
+      ignored.push_back(e.path().filename().string());
+    }
+  }
+  std::sort(logs.begin(), logs.end());
+  for (const auto& [name, path] : logs) {
+    auto r = std::make_unique<Run>();
+    r->name = name;
+    r->log = div::read_run_file(path.string());  // a LogError names the file
+    try {
+      flatten(json::parse(r->log.config_json), "", r->config_flat);
+    } catch (const json::exception&) {
+      r->config_flat = json::object();
+    }
+    if (r->config_flat.contains("steps") && r->config_flat["steps"].is_number_integer())
+      r->planned_steps = r->config_flat["steps"].get<int64_t>();
+    r->finished = r->planned_steps == 0 || static_cast<int64_t>(r->log.series.rows()) >= r->planned_steps;
+    if (!r->finished)
+      rep.missing.push_back(fmt::format("{}: unfinished ({} of {} steps logged)", name, r->log.series.rows(), r->planned_steps));
+    for (const auto& m : r->log.missing)
+      if (m != "/metrics/adam_rms") rep.missing.push_back(fmt::format("{}: no {} in the log", name, m));
+    rep.runs.push_back(std::move(r));
+  }
+  // runs the plan lists that have no log
+  std::set<std::string> have;
+  for (const auto& r : rep.runs) have.insert(r->name);
+  if (plan.contains("runs"))
+    for (const auto& p : plan["runs"])
+      if (p.contains("name") && !have.count(p["name"].get<std::string>()))
+        rep.missing.push_back(fmt::format("{}: no run.h5 (not started)", p["name"].get<std::string>()));
+  for (const auto& x : ignored) rep.missing.push_back(fmt::format("{}: not a run log (ignored)", x));
+  if (rep.runs.empty()) {
+    if (rep.missing.empty() || !plan.contains("runs"))
+      throw std::runtime_error(fmt::format(
+          "report: {}: no run logs (DIR/<run>/run.h5 or DIR/*.h5){}; run `lpx sweep` or `lpx train --out` first", a.dir,
+          ignored.empty() ? "" : fmt::format(", only {} other file(s)", ignored.size())));
+    return rep;  // a plan with nothing run yet: the report says what is missing
+  }
+
+  // the reference runs: --reference, else the plan's, else fp32, else bf16
+  std::set<std::string> ref_names;
+  if (!a.reference.empty()) {
+    const std::string want = fs::path(a.reference).filename() == "run.h5" ? fs::path(a.reference).parent_path().filename().string()
+                                                                          : a.reference;
+    bool found = false;
+    for (const auto& r : rep.runs)
+      if (r->name == want || r->log.path == a.reference) ref_names.insert(r->name), found = true;
+    if (!found) throw UsageError(fmt::format("report: --reference {}: no such run in {}", a.reference, a.dir));
+  } else if (plan.contains("runs")) {
+    for (const auto& p : plan["runs"])
+      if (p.value("reference", false)) ref_names.insert(p["name"].get<std::string>());
+  }
+  if (ref_names.empty())
+    for (const char* want : {"fp32", "bf16"}) {
+      for (const auto& r : rep.runs)
+        if (r->log.recipe == want) ref_names.insert(r->name);
+      if (!ref_names.empty()) break;
+    }
+  for (auto& r : rep.runs) r->reference = ref_names.count(r->name) > 0;
+  // each run's reference: same model and seed, else the first
+  for (auto& r : rep.runs) {
+    const Run* best = nullptr;
+    for (const auto& c : rep.runs)
+      if (c->reference && c.get() != r.get()) {
+        if (!best) best = c.get();
+        if (c->log.model == r->log.model && c->log.seed == r->log.seed) {
+          best = c.get();
+          break;
+        }
+      }
+    r->ref = r->reference ? nullptr : best;
+  }
+  // swept keys: config values that differ between runs
+  std::set<std::string> keys;
+  for (const auto& r : rep.runs)
+    for (auto it = r->config_flat.begin(); it != r->config_flat.end(); ++it) keys.insert(it.key());
+  for (const auto& k : keys) {
+    if (k == "seed" || k == "recipe" || k == "threads" || k == "data") continue;
+    std::set<std::string> vals;
+    for (const auto& r : rep.runs) vals.insert(r->config_flat.contains(k) ? r->config_flat[k].dump() : "-");
+    if (vals.size() > 1)
+      for (auto& r : rep.runs) r->swept[k] = r->config_flat.contains(k) ? r->config_flat[k] : json(nullptr);
+  }
+  for (auto& r : rep.runs)
+    if (r->swept.is_null()) r->swept = json::object();
+  // detectors and verdicts
+  for (auto& r : rep.runs) {
+    const div::Series* ref = r->ref ? &r->ref->log.series : nullptr;
+    r->flags = div::detect(r->log.series, rep.thresholds, ref);
+    r->outcome = div::judge(r->log.series, ref, rep.thresholds, r->flags);
+    r->final_loss = tail_mean(r->log.series.loss, rep.thresholds.smooth);
+    if (r->ref) r->gap = (r->final_loss - tail_mean(r->ref->log.series.loss, rep.thresholds.smooth)) /
+                         std::fabs(tail_mean(r->ref->log.series.loss, rep.thresholds.smooth));
+  }
+  return rep;
+}
+
+json run_json(const Run& r) {
+  json j;
+  j["run"] = r.name;
+  j["recipe"] = r.log.recipe;
+  j["model"] = r.log.model;
+  j["seed"] = r.log.seed;
+  j["config"] = r.swept;
+  j["reference"] = r.reference;
+  j["reference_run"] = r.ref ? json(r.ref->name) : json(nullptr);
+  j["steps"] = r.log.series.rows();
+  j["finished"] = r.finished;
+  j["final_loss"] = num(r.final_loss);
+  j["gap_to_reference"] = num(r.gap);
+  j["flagged"] = r.outcome.flagged;
+  j["first_flag_step"] = r.outcome.flagged ? json(r.outcome.first_flag_step) : json(nullptr);
+  j["first_flag_detector"] = r.outcome.flagged ? json(r.outcome.first_flag_detector) : json(nullptr);
+  j["flags"] = r.flags.size();
+  j["diverged"] = r.outcome.diverged;
+  j["divergence_step"] = r.outcome.diverged ? json(r.outcome.divergence_step) : json(nullptr);
+  j["divergence_reason"] = r.outcome.diverged ? json(r.outcome.reason) : json(nullptr);
+  j["lead_time"] = r.outcome.lead_time ? json(*r.outcome.lead_time) : json(nullptr);
+  return j;
+}
+
+std::string config_text(const json& swept) {
+  std::string s;
+  for (auto it = swept.begin(); it != swept.end(); ++it)
+    s += fmt::format("{}{}={}", s.empty() ? "" : " ", it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+  return s.empty() ? "-" : s;
+}
+
+// One line per recipe: how many runs diverged or were flagged, the lead times.
+std::vector<std::pair<std::string, std::string>> verdicts(const Report& rep) {
+  std::map<std::string, std::vector<const Run*>> by;
+  std::vector<std::string> order;
+  for (const auto& r : rep.runs) {
+    if (!by.count(r->log.recipe)) order.push_back(r->log.recipe);
+    by[r->log.recipe].push_back(r.get());
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& name : order) {
+    const auto& rs = by[name];
+    int div = 0, flg = 0, early = 0;
+    std::vector<int64_t> leads;
+    double worst_gap = NAN;
+    std::map<std::string, int> dets;
+    for (const Run* r : rs) {
+      div += r->outcome.diverged;
+      flg += r->outcome.flagged;
+      if (r->outcome.flagged) ++dets[r->outcome.first_flag_detector];
+      if (r->outcome.lead_time) {
+        leads.push_back(*r->outcome.lead_time);
+        early += *r->outcome.lead_time > 0;
+      }
+      if (std::isfinite(r->gap) && !(r->gap <= worst_gap)) worst_gap = r->gap;
+    }
+    std::string first_dets;
+    for (const auto& [d, c] : dets) first_dets += fmt::format("{}{} x{}", first_dets.empty() ? "" : ", ", d, c);
+    std::string v;
+    const size_t n = rs.size();
+    if (rs.front()->reference) {
+      v = fmt::format("reference ({} run{})", n, n > 1 ? "s" : "");
+    } else if (div > 0) {
+      std::sort(leads.begin(), leads.end());
+      v = fmt::format("DIVERGED in {}/{} runs; flagged before divergence in {}/{}", div, n, early, div);
+      if (!leads.empty()) v += fmt::format(" (lead time median {} steps)", leads[leads.size() / 2]);
+      if (!first_dets.empty()) v += fmt::format("; first warnings: {}", first_dets);
+    } else if (flg > 0) {
+      v = fmt::format("flagged in {}/{} runs but did not diverge ({}); worst final gap to reference {}", flg, n,
+                      first_dets, std::isfinite(worst_gap) ? fmt::format("{:+.1f}%", 100 * worst_gap) : "n/a");
+    } else {
+      v = fmt::format("healthy in {}/{} runs; worst final gap to reference {}", n, n,
+                      std::isfinite(worst_gap) ? fmt::format("{:+.1f}%", 100 * worst_gap) : "n/a");
+    }
+    out.emplace_back(name, v);
+  }
+  return out;
+}
+
+std::string table_row_cells(const Run& r) {
+  const auto& o = r.outcome;
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.recipe, r.log.seed, config_text(r.swept),
+                     fmt_num(r.final_loss), r.ref ? fmt::format("{:+.2f}%", 100 * r.gap) : (r.reference ? "reference" : "-"),
+                     o.flagged ? fmt::format("{} ({})", o.first_flag_step, o.first_flag_detector) : "-",
+                     o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
+                     o.lead_time ? fmt::format("{}", *o.lead_time) : "-", r.finished ? "yes" : "no");
+}
+const char* kHeader = "run|recipe|seed|swept config|final loss|gap to reference|first flag|divergence|lead time|finished";
+
+void print_md(const Report& rep) {
+  fmt::print("# lpx report: {}\n\n", rep.dir);
+  if (!rep.missing.empty()) {
+    fmt::print("## Missing or incomplete\n\n");
+    for (const auto& m : rep.missing) fmt::print("- {}\n", m);
+    fmt::print("\n");
+  }
+  if (rep.runs.empty()) return;
+  auto md_row = [](std::string cells) {
+    std::string o;
+    for (char c : cells) o += c == '|' ? std::string(" | ") : std::string(1, c);
+    return "| " + o + " |\n";
+  };
+  fmt::print("## Runs\n\n{}", md_row(kHeader));
+  std::string rule = "|";
+  for (char c : std::string(kHeader) + "|") if (c == '|') rule += "---|";
+  fmt::print("{}\n", rule);
+  for (const auto& r : rep.runs) fmt::print("{}", md_row(table_row_cells(*r)));
+  fmt::print("\n## Verdicts\n\n");
+  for (const auto& [recipe, v] : verdicts(rep)) fmt::print("- **{}**: {}\n", recipe, v);
+  fmt::print("\n## Flags\n\n");
+  for (const auto& r : rep.runs) {
+    if (r->flags.empty()) continue;
+    fmt::print("{}:\n", r->name);
+    const size_t show = std::min<size_t>(r->flags.size(), 12);
+    for (size_t i = 0; i < show; ++i) fmt::print("  - {}\n", r->flags[i].describe());
+    if (show < r->flags.size()) fmt::print("  - ... {} more\n", r->flags.size() - show);
+  }
+}
+
+// ---- HTML ---------------------------------------------------------------------------
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '&': o += "&amp;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error(fmt::format("report: cannot read {}", p.string()));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// tools/report (the template and node_modules), or an error that says how to install it.
+fs::path find_assets(const std::string& option) {
+  std::vector<fs::path> tried;
+  auto ok = [](const fs::path& d) { return fs::exists(d / "node_modules" / "vega-embed" / "build" / "vega-embed.min.js"); };
+  std::vector<fs::path> candidates;
+  if (!option.empty()) candidates.emplace_back(option);
+  if (const char* e = std::getenv("LPX_REPORT_ASSETS")) candidates.emplace_back(e);
+  if (candidates.empty()) {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    for (fs::path start : {ec ? fs::path() : exe.parent_path(), fs::current_path()})
+      for (fs::path d = start; !d.empty(); d = d.parent_path()) {
+        candidates.push_back(d / "tools" / "report");
+        if (d == d.parent_path()) break;
+      }
+  }
+  for (const auto& c : candidates) {
+    if (ok(c) && fs::exists(c / "report.html.in")) return c;
+    if (fs::exists(c / "package.json")) tried.push_back(c);
+  }
+  if (!option.empty() || std::getenv("LPX_REPORT_ASSETS"))
+    throw std::runtime_error(fmt::format("report: {}: no tools/report with node_modules (vega, vega-lite, vega-embed) there; "
+                                         "run tools/install-deps.sh (npm ci in tools/report)", candidates.front().string()));
+  throw std::runtime_error(fmt::format(
+      "report: the charting library (vega, vega-lite, vega-embed in tools/report/node_modules) is missing{}; "
+      "run tools/install-deps.sh (npm ci in tools/report), or pass --assets DIR / set LPX_REPORT_ASSETS",
+      tried.empty() ? "" : fmt::format(" in {}", tried.front().string())));
+}
+
+// Inline <script> text must not close its element: "</script" becomes "<\/script" (the
+// same text inside a JS string, regular expression or JSON string).
+std::string script_safe(std::string s) {
+  for (size_t p = 0; (p = s.find("</", p)) != std::string::npos; p += 3) {
+    std::string word = s.substr(p + 2, 6);
+    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (word == "script") s.replace(p, 2, "<\\/");
+  }
+  return s;
+}
+
+// Every `stride`-th row (and the last), so a chart holds at most ~max points per run.
+size_t stride_for(size_t n, size_t max) { return std::max<size_t>(1, (n + max - 1) / max); }
+
+json loss_chart(const Report& rep) {
+  json values = json::array(), flags = json::array();
+  double ymax = 0, ymin = INFINITY;
+  for (const auto& r : rep.runs) {
+    const auto& s = r->log.series;
+    const size_t st = stride_for(s.rows(), 400);
+    for (size_t i = 0; i < s.rows(); ++i) {
+      if (i % st != 0 && i + 1 != s.rows()) continue;
+      values.push_back({{"run", r->name}, {"step", s.step[i]}, {"loss", num(s.loss[i])}, {"reference", r->reference}});
+      if (std::isfinite(s.loss[i])) ymin = std::min(ymin, s.loss[i]);
+    }
+    if (r->reference || !r->ref)
+      for (double x : s.loss)
+        if (std::isfinite(x)) ymax = std::max(ymax, x);
+    for (const auto& f : r->flags) {
+      // mark at the run's loss of that step (clamped into the chart)
+      size_t i = 0;
+      while (i + 1 < s.rows() && s.step[i] < f.step) ++i;
+      flags.push_back({{"run", r->name}, {"step", f.step}, {"loss", num(s.loss[i])}, {"detector", f.detector},
+                       {"where", f.layer.empty() ? "" : f.layer + "/" + f.operand}, {"what", f.describe()}});
+    }
+  }
+  if (!(ymax > 0)) ymax = 10;
+  if (!std::isfinite(ymin)) ymin = 0;
+  const json y = {{"field", "loss"}, {"type", "quantitative"}, {"title", "training loss"},
+                  {"scale", {{"domain", {std::max(0.0, ymin * 0.9), ymax * 1.5}}, {"clamp", true}}}};
+  json line;
+  line["data"] = {{"values", values}};
+  line["transform"] = json::array({json{{"filter", "isValid(datum.loss) && isFinite(datum.loss)"}}});
+  line["mark"] = {{"type", "line"}, {"clip", true}};
+  line["encoding"]["x"] = {{"field", "step"}, {"type", "quantitative"}};
+  line["encoding"]["y"] = y;
+  line["encoding"]["color"] = {{"field", "run"}, {"type", "nominal"}};
+  line["encoding"]["strokeWidth"] = {{"condition", {{"test", "datum.reference"}, {"value", 3}}}, {"value", 1.3}};
+  line["encoding"]["tooltip"] = json::array({json{{"field", "run"}}, json{{"field", "step"}}, json{{"field", "loss"}}});
+  json marks;
+  marks["data"] = {{"values", flags}};
+  marks["transform"] = json::array(
+      {json{{"calculate", "isValid(datum.loss) && isFinite(datum.loss) ? datum.loss : 1e30"}, {"as", "y"}}});
+  marks["mark"] = {{"type", "point"}, {"shape", "triangle-down"}, {"size", 80}, {"filled", true}, {"clip", true}};
+  marks["encoding"]["x"] = {{"field", "step"}, {"type", "quantitative"}};
+  marks["encoding"]["y"] = {{"field", "y"}, {"type", "quantitative"}, {"scale", y["scale"]}};
+  marks["encoding"]["color"] = {{"field", "run"}, {"type", "nominal"}};
+  marks["encoding"]["shape"] = {{"field", "detector"}, {"type", "nominal"}};
+  marks["encoding"]["tooltip"] = json::array({json{{"field", "what"}}});
+  json spec;
+  spec["$schema"] = "https://vega.github.io/schema/vega-lite/v6.json";
+  spec["width"] = 760;
+  spec["height"] = 360;
+  spec["layer"] = json::array({line});
+  if (!flags.empty()) spec["layer"].push_back(marks);
+  return spec;
+}
+
+// Heatmap of one statistic for one run: rows layer/operand, columns step bins (mean of the
+// finite rows in the bin).
+std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const char* title) {
+  const auto& s = r.log.series;
+  const size_t n = s.rows(), L = s.layers.size(), R = s.roles.size();
+  if (a.size() < n * L * R || n == 0 || L * R == 0) return std::nullopt;
+  const size_t bins = std::min<size_t>(n, 60);
+  json values = json::array();
+  bool any = false;
+  for (size_t l = 0; l < L; ++l)
+    for (size_t ro = 0; ro < R; ++ro)
+      for (size_t b = 0; b < bins; ++b) {
+        const size_t lo = b * n / bins, hi = (b + 1) * n / bins;
+        double sum = 0;
+        int cnt = 0;
+        for (size_t i = lo; i < hi; ++i) {
+          const float x = a[(i * L + l) * R + ro];
+          if (std::isfinite(x)) sum += x, ++cnt;
+        }
+        if (!cnt) continue;
+        any = any || sum > 0;  // an all-zero map (fp32, bf16) is left out
+        values.push_back({{"operand", s.layers[l] + " " + s.roles[ro]}, {"step", s.step[lo]}, {"to", s.step[hi - 1]},
+                          {"pct", sum / cnt}});
+      }
+  if (!any) return std::nullopt;
+  json spec;
+  spec["$schema"] = "https://vega.github.io/schema/vega-lite/v6.json";
+  spec["title"] = fmt::format("{}: {}", r.name, title);
+  spec["width"] = 360;
+  spec["data"] = {{"values", values}};
+  spec["mark"] = "rect";
+  spec["encoding"]["x"] = {{"field", "step"}, {"type", "ordinal"}, {"axis", {{"labelOverlap", true}}}};
+  spec["encoding"]["y"] = {{"field", "operand"}, {"type", "nominal"}, {"sort", nullptr}, {"title", nullptr}};
+  spec["encoding"]["color"] = {{"field", "pct"}, {"type", "quantitative"}, {"title", "%"}, {"scale", {{"scheme", "orangered"}, {"domainMin", 0}}}};
+  spec["encoding"]["tooltip"] = json::array({json{{"field", "operand"}}, json{{"field", "step"}}, json{{"field", "to"}},
+                                             json{{"field", "pct"}, {"format", ".3f"}}});
+  return spec;
+}
+
+void write_html(const Report& rep, const fs::path& assets) {
+  const std::string templ = slurp(assets / "report.html.in");
+  const fs::path nm = assets / "node_modules";
+  std::string body;
+  json charts = json::array();
+  body += fmt::format("<h1>lpx report: {}</h1>\n<p class=\"muted\">{} run(s). Thresholds: <code>{}</code></p>\n",
+                      esc(rep.dir), rep.runs.size(), esc(rep.thresholds.to_json()));
+  if (!rep.missing.empty()) {
+    body += "<h2>Missing or incomplete</h2>\n<ul class=\"missing\">\n";
+    for (const auto& m : rep.missing) body += fmt::format("<li>{}</li>\n", esc(m));
+    body += "</ul>\n";
+  }
+  if (!rep.runs.empty()) {
+    body += "<h2>Verdicts</h2>\n<ul>\n";
+    for (const auto& [recipe, v] : verdicts(rep)) body += fmt::format("<li><b>{}</b>: {}</li>\n", esc(recipe), esc(v));
+    body += "</ul>\n<h2>Runs</h2>\n<table>\n<tr>";
+    std::stringstream hs(kHeader);
+    for (std::string h; std::getline(hs, h, '|');) body += fmt::format("<th>{}</th>", esc(h));
+    body += "</tr>\n";
+    for (const auto& r : rep.runs) {
+      const char* cls = r->reference ? "reference" : r->outcome.diverged ? "diverged" : r->outcome.flagged ? "flagged" : "";
+      body += fmt::format("<tr class=\"{}\">", cls);
+      std::stringstream cs(table_row_cells(*r));
+      for (std::string c; std::getline(cs, c, '|');) body += fmt::format("<td>{}</td>", esc(c));
+      body += "</tr>\n";
+    }
+    body += "</table>\n<h2>Loss curves (reference thick; triangles: flags)</h2>\n<div id=\"chart-loss\"></div>\n";
+    charts.push_back({{"id", "chart-loss"}, {"spec", loss_chart(rep)}});
+    body += "<h2>Per-layer underflow (% of nonzero elements flushed to zero) and saturation (% clipped)</h2>\n";
+    int k = 0;
+    for (const auto& r : rep.runs) {
+      std::string row;
+      for (auto [arr, title] : {std::pair{&r->log.series.flushed_pct, "flushed %"},
+                                std::pair{&r->log.series.saturated_pct, "saturated %"}}) {
+        if (auto spec = heatmap(*r, *arr, title)) {
+          const std::string id = fmt::format("chart-heat-{}", k++);
+          row += fmt::format("<div id=\"{}\"></div>", id);
+          charts.push_back({{"id", id}, {"spec", *spec}});
+        }
+      }
+      if (!row.empty()) body += "<div class=\"charts\">" + row + "</div>\n";
+    }
+    body += "<h2>Flags</h2>\n";
+    for (const auto& r : rep.runs) {
+      if (r->flags.empty()) continue;
+      body += fmt::format("<details><summary>{}: {} flag(s)</summary><ul>", esc(r->name), r->flags.size());
+      for (size_t i = 0; i < std::min<size_t>(r->flags.size(), 200); ++i)
+        body += fmt::format("<li>{}</li>", esc(r->flags[i].describe()));
+      body += "</ul></details>\n";
+    }
+  }
+  const std::map<std::string, std::string> subst = {
+      {"TITLE", esc("lpx report: " + rep.dir)},
+      {"VEGA", script_safe(slurp(nm / "vega" / "build" / "vega.min.js"))},
+      {"VEGA_LITE", script_safe(slurp(nm / "vega-lite" / "build" / "vega-lite.min.js"))},
+      {"VEGA_EMBED", script_safe(slurp(nm / "vega-embed" / "build" / "vega-embed.min.js"))},
+      {"BODY", body},
+      {"CHARTS", script_safe(charts.dump())}};
+  // one pass over the template, so inlined text is never searched for markers
+  std::string out;
+  size_t p = 0;
+  while (true) {
+    const size_t a = templ.find("@@", p);
+    if (a == std::string::npos) break;
+    const size_t b = templ.find("@@", a + 2);
+    if (b == std::string::npos) break;
+    const auto it = subst.find(templ.substr(a + 2, b - a - 2));
+    if (it == subst.end()) {
+      out += templ.substr(p, a + 2 - p);
+      p = a + 2;
+      continue;
+    }
+    out += templ.substr(p, a - p) + it->second;
+    p = b + 2;
+  }
+  out += templ.substr(p);
+  const fs::path dst = fs::path(rep.dir) / "report.html", tmp = fs::path(rep.dir) / ".report.html.tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f << out;
+    if (!f) throw std::runtime_error(fmt::format("report: cannot write {}", tmp.string()));
+  }
+  fs::rename(tmp, dst);
+  fmt::print("report: {} ({} runs, {} charts)\n", dst.string(), rep.runs.size(), charts.size());
+}
+
+void run_report(const ReportArgs& a) {
+  if (a.format != "html" && a.format != "md" && a.format != "json")
+    throw UsageError(fmt::format("report: --format '{}' is not html, md or json", a.format));
+  // find the assets before the work, so a missing install fails fast
+  fs::path assets;
+  if (a.format == "html") assets = find_assets(a.assets);
+  const Report rep = load(a);
+  if (a.format == "json") {
+    json list = json::array();
+    for (const auto& r : rep.runs) list.push_back(run_json(*r));
+    fmt::print("{}\n", list.dump(2));
+    for (const auto& m : rep.missing) std::fprintf(stderr, "report: %s\n", m.c_str());
+  } else if (a.format == "md") {
+    print_md(rep);
+  } else {
+    write_html(rep, assets);
+  }
+}
+
+const bool registered = register_command(92, [](CLI::App& app) {
+  auto a = std::make_shared<ReportArgs>();
+  auto* cmd = app.add_subcommand("report", "Divergence report of a sweep: run table, loss curves, heatmaps, verdicts");
+  cmd->add_option("DIR", a->dir, "A sweep's output folder (DIR/<run>/run.h5) or a folder of .h5 logs")->required();
+  cmd->add_option("--format", a->format, "html (writes DIR/report.html) | md | json (to stdout)")->capture_default_str();
+  cmd->add_option("--reference", a->reference, "The reference run (name or path); default: the sweep's, else fp32, else bf16");
+  cmd->add_option("--thresholds", a->thresholds, "Detector thresholds as JSON (default: the sweep spec's \"detectors\")");
+  cmd->add_option("--assets", a->assets, "tools/report folder holding node_modules (default: found from the binary)");
+  cmd->footer(
+      "Examples:\n"
+      "  lpx report runs/fmt-scale\n"
+      "  lpx report runs/fmt-scale --format json | jq '.[] | select(.diverged)'");
+  cmd->callback([a] { run_report(*a); });
+});
+
+}  // namespace
+}  // namespace lpx::cli
