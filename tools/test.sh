@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 tools/install-deps.sh
 tools/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1500
+tests/browser/report-in-chromium.sh build
 if [ -x tools/run-fuzz.sh ]; then
   tools/run-fuzz.sh
 fi

@@ -1,0 +1,156 @@
+// `lpx report` over synthetic sweep folders (logs written with write_run_file): the JSON
+// verdicts, the Markdown text, the HTML page, and bad input (empty folder, a folder with a
+// non-log file, a log of an older format, an unfinished sweep). Lives here rather than in
+// tests/tools because it writes HDF5 logs with lpx_divergence.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "../tools/cli_runner.hpp"
+#include "lpx/divergence/run_file.hpp"
+
+using namespace lpx_test;
+using namespace lpx::div;
+namespace fs = std::filesystem;
+
+namespace {
+// A run of 120 steps; `blowup` >= 0 makes the loss climb from that step and turn NaN 30 later.
+RunFile synthetic(const std::string& recipe, int64_t seed, double lr, int blowup) {
+  RunFile r;
+  r.model = "mlp";
+  r.recipe = recipe;
+  r.seed = seed;
+  r.config_json = nlohmann::json{{"recipe", recipe}, {"seed", seed}, {"lr", lr}, {"steps", 120}, {"model", {{"kind", "mlp"}}}}.dump();
+  auto& s = r.series;
+  s.layers = {"fc0", "fc1"};
+  s.roles = {"fwd_x", "fwd_w", "dgrad_dy", "dgrad_w", "wgrad_x", "wgrad_dy"};
+  for (int t = 0; t < 120; ++t) {
+    s.step.push_back(t);
+    double loss = 0.5 + 2.0 * std::exp(-t / 20.0) + 0.01 * std::sin(t * 1.7 + static_cast<double>(seed));
+    if (blowup >= 0 && t >= blowup) loss *= std::exp(0.15 * (t - blowup));
+    if (blowup >= 0 && t >= blowup + 30) loss = std::numeric_limits<double>::quiet_NaN();
+    s.loss.push_back(loss);
+    s.grad_norm.push_back(1.0 + 0.05 * std::cos(t * 0.9));
+    s.update_ratio.push_back(1e-3);
+    s.lr.push_back(lr);
+    for (int k = 0; k < 12; ++k) {
+      s.flushed_pct.push_back(recipe == "fp32" ? 0.f : static_cast<float>(1 + (blowup >= 0 && t > blowup ? 0.5 * (t - blowup) : 0)));
+      s.saturated_pct.push_back(recipe == "fp32" ? 0.f : 0.5f);
+    }
+  }
+  return r;
+}
+
+void put(const fs::path& dir, const std::string& name, const RunFile& r) {
+  fs::create_directories(dir / name);
+  write_run_file((dir / name / "run.h5").string(), r);
+}
+
+std::string assets() { return (fs::path(LPX_TEST_DATA_DIR).parent_path().parent_path() / "tools" / "report").string(); }
+}  // namespace
+
+TEST_CASE("report: verdicts as JSON, text as Markdown") {
+  TempDir d;
+  const fs::path sw = d / "sweep";
+  put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
+  put(sw, "mxfp8-lr0.001-s0", synthetic("mxfp8", 0, 1e-3, -1));
+  put(sw, "mxfp4-lr0.01-s0", synthetic("mxfp4-rne", 0, 1e-2, 60));
+  const auto r = run_lpx("report " + sw.string() + " --format json", d);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j.size() == 3);
+  std::map<std::string, nlohmann::json> by;
+  for (const auto& x : j) by[x["run"].get<std::string>()] = x;
+  const auto& bad = by["mxfp4-lr0.01-s0"];
+  CHECK(bad["recipe"] == "mxfp4-rne");
+  CHECK(bad["config"]["lr"].get<double>() == Approx(0.01));
+  CHECK(bad["diverged"] == true);
+  CHECK(bad["flagged"] == true);
+  CHECK(bad["first_flag_step"].get<int64_t>() < bad["divergence_step"].get<int64_t>());
+  CHECK(bad["lead_time"].get<int64_t>() > 0);
+  for (const char* k : {"run", "recipe", "config", "final_loss", "gap_to_reference", "flagged", "first_flag_step",
+                        "first_flag_detector", "diverged", "divergence_step"})
+    CHECK(bad.contains(k));
+  const auto& ok = by["mxfp8-lr0.001-s0"];
+  CHECK(ok["diverged"] == false);
+  CHECK(ok["flagged"] == false);
+  CHECK(std::fabs(ok["gap_to_reference"].get<double>()) < 0.01);
+  CHECK(by["ref-fp32-s0"]["reference"] == true);
+
+  const auto md = run_lpx("report " + sw.string() + " --format md", d);
+  REQUIRE(md.status == 0);
+  CHECK(md.out.find("| mxfp4-lr0.01-s0 | mxfp4-rne | 0 | lr=0.01 |") != std::string::npos);
+  CHECK(md.out.find("**mxfp4-rne**: DIVERGED in 1/1 runs") != std::string::npos);
+  CHECK(md.out.find("**mxfp8**: healthy in 1/1 runs") != std::string::npos);
+
+  CHECK(run_lpx("report " + sw.string() + " --format pdf", d).status == 2);
+  CHECK(run_lpx("report " + sw.string() + " --format json --reference nope", d).status == 2);
+}
+
+TEST_CASE("report: one self-contained HTML page") {
+  if (!fs::exists(assets() + "/node_modules/vega-embed/build/vega-embed.min.js")) {
+    WARN("SKIPPED: tools/report/node_modules missing (run tools/install-deps.sh)");
+    return;
+  }
+  TempDir d;
+  const fs::path sw = d / "sweep";
+  put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
+  put(sw, "mxfp4-s0", synthetic("mxfp4-rne", 0, 1e-2, 60));
+  const auto r = run_lpx("report " + sw.string() + " --assets " + assets(), d);
+  REQUIRE(r.status == 0);
+  const std::string html = slurp(sw / "report.html");
+  CHECK(html.find("vegaEmbed") != std::string::npos);
+  CHECK(html.find("@@") == std::string::npos);
+  CHECK(html.find("src=\"http") == std::string::npos);  // nothing loaded from the network
+  CHECK(html.find("mxfp4-s0") != std::string::npos);
+  // a missing library is a clear error
+  const auto e = run_lpx("report " + sw.string() + " --assets " + d.path().string(), d);
+  CHECK(e.status == 1);
+  CHECK(e.err.find("install-deps.sh") != std::string::npos);
+}
+
+TEST_CASE("report: bad input") {
+  TempDir d;
+  fs::create_directories(d / "empty");
+  auto r = run_lpx("report " + (d / "empty").string() + " --format md", d);
+  CHECK(r.status == 1);
+  CHECK(r.err_lines() == 1);
+  CHECK(r.err.find("no run logs") != std::string::npos);
+
+  fs::create_directories(d / "notes");
+  std::ofstream(d / "notes" / "README.txt") << "hello";
+  r = run_lpx("report " + (d / "notes").string() + " --format md", d);
+  CHECK(r.status == 1);
+  CHECK(r.err.find("only 1 other file") != std::string::npos);
+
+  fs::create_directories(d / "fake");
+  std::ofstream(d / "fake" / "run.h5") << "not hdf5";
+  r = run_lpx("report " + (d / "fake").string() + " --format json", d);
+  CHECK(r.status == 1);
+  CHECK(r.err.find((d / "fake" / "run.h5").string() + ": not an HDF5 file") != std::string::npos);
+
+  RunFile old = synthetic("mxfp8", 0, 1e-3, -1);
+  old.format = "lpx-run-0";
+  put(d / "old", "a", old);
+  r = run_lpx("report " + (d / "old").string() + " --format json", d);
+  CHECK(r.status == 1);
+  CHECK(r.err_lines() == 1);
+  CHECK(r.err.find((d / "old" / "a" / "run.h5").string() +
+                   ": log written by an older lpx (format lpx-run-0); expected lpx-run-1") != std::string::npos);
+
+  // a partial sweep: one run missing, one unfinished, a stray file
+  const fs::path sw = d / "partial";
+  put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
+  RunFile half = synthetic("mxfp8", 0, 1e-3, -1);
+  half.config_json = R"({"recipe":"mxfp8","steps":240})";
+  put(sw, "mxfp8-s0", half);
+  std::ofstream(sw / "notes.txt") << "x";
+  std::ofstream(sw / "sweep.json") << R"({"runs":[{"name":"ref-fp32-s0","reference":true},{"name":"mxfp8-s0"},{"name":"nvfp4-s0"}]})";
+  r = run_lpx("report " + sw.string() + " --format md", d);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("nvfp4-s0: no run.h5 (not started)") != std::string::npos);
+  CHECK(r.out.find("mxfp8-s0: unfinished (120 of 240 steps logged)") != std::string::npos);
+  CHECK(r.out.find("notes.txt: not a run log (ignored)") != std::string::npos);
+}
