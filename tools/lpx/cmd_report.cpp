@@ -196,6 +196,19 @@ Report load(const ReportArgs& a) {
       }
     r->ref = r->reference ? nullptr : best;
   }
+  // the sweep's own pairing (run -> reference_run) wins, unless --reference was given
+  if (a.reference.empty() && plan.contains("runs"))
+    for (const auto& p : plan["runs"]) {
+      const std::string rn = p.value("reference_run", std::string());
+      if (rn.empty()) continue;
+      Run* run = nullptr;
+      const Run* ref = nullptr;
+      for (auto& r : rep.runs) {
+        if (r->name == p.value("name", std::string())) run = r.get();
+        if (r->name == rn) ref = r.get();
+      }
+      if (run && ref) run->ref = ref;
+    }
   // swept keys: config values that differ between runs
   std::set<std::string> keys;
   for (const auto& r : rep.runs)
@@ -248,7 +261,10 @@ json run_json(const Run& r) {
 std::string config_text(const json& swept) {
   std::string s;
   for (auto it = swept.begin(); it != swept.end(); ++it)
-    s += fmt::format("{}{}={}", s.empty() ? "" : " ", it.key(), it.value().is_string() ? it.value().get<std::string>() : it.value().dump());
+    s += fmt::format("{}{}={}", s.empty() ? "" : " ", it.key(),
+                     it.value().is_string()         ? it.value().get<std::string>()
+                     : it.value().is_number_float() ? fmt::format("{:.4g}", it.value().get<double>())
+                                                    : it.value().dump());
   return s.empty() ? "-" : s;
 }
 
