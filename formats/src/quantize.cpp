@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "lpx/formats/codec.hpp"
 #include "lpx/numerics/float_bits.hpp"
 #include "lpx/numerics/philox.hpp"
+#include "quantize_internal.hpp"
 
 namespace lpx {
 
@@ -38,50 +40,12 @@ float AmaxHistory::amax() const {
   return m;
 }
 
-namespace {
+namespace quantize_detail {
 
 // ---------------------------------------------------------------------------------------
-// Layout: blocks are boxes of the C-order tensor. Every block kind reduces to a 2-D
-// strided box (rows x cols), so one kernel serves 1xN along any axis, tiles and tensors.
+// Layout (quantize_internal.hpp).
 
-struct Box {
-  int64_t base = 0;  // flat index of the first element
-  int64_t rows = 1, row_stride = 0;
-  int64_t cols = 0, col_stride = 1;
-  int64_t size() const { return rows * cols; }
-};
-
-struct Layout {
-  std::vector<int64_t> shape, ext, grid, stride;
-  BlockShape::Kind kind = BlockShape::Kind::vector;
-  int row_axis = -1, col_axis = -1;
-  int64_t numel = 1, nblocks = 1;
-
-  Box box(int64_t b) const {
-    Box out;
-    if (kind == BlockShape::Kind::tensor) {
-      out.cols = numel;
-      return out;
-    }
-    for (int d = static_cast<int>(shape.size()) - 1; d >= 0; --d) {
-      const int64_t c = b % grid[d];
-      b /= grid[d];
-      const int64_t start = c * ext[d];
-      out.base += start * stride[d];
-      const int64_t n = std::min(ext[d], shape[d] - start);
-      if (d == row_axis) {
-        out.rows = n;
-        out.row_stride = stride[d];
-      }
-      if (d == col_axis) {
-        out.cols = n;
-        out.col_stride = stride[d];
-      }
-    }
-    return out;
-  }
-};
-
+namespace {
 int resolve_axis(int axis, size_t rank) {
   const int r = static_cast<int>(rank);
   const int a = axis < 0 ? axis + r : axis;
@@ -90,6 +54,8 @@ int resolve_axis(int axis, size_t rank) {
         fmt::format("block axis {} is out of range for a tensor of rank {}", axis, rank));
   return a;
 }
+
+}  // namespace
 
 Layout make_layout(std::span<const int64_t> shape_in, const BlockFormat& f) {
   Layout L;
@@ -149,13 +115,6 @@ uint32_t significand24(uint32_t b) {
   return b << (24 - std::bit_width(b));
 }
 
-struct ElementLimits {
-  float max_elem = 0;
-  int emax = 0;          // floor(log2 max_elem)
-  uint32_t max_sig = 0;  // significand24(max_elem)
-  int mbits = 0;         // mantissa width for the `even` rule
-};
-
 ElementLimits limits_of(const ElementFormat& e) {
   ElementLimits l;
   l.max_elem = static_cast<float>(max_finite(e));
@@ -208,43 +167,6 @@ float mul_pow2_exact(float x, int k) {
 // Per-block kernels. These are the pieces a SIMD implementation replaces; each is a plain
 // function of (input, box, context) so it can be swapped block by block.
 
-struct Context {
-  const BlockFormat* f = nullptr;
-  ElementLimits lim;
-  QuantizeOptions opt;
-  float tensor_enc = 1.0f, tensor_dec = 1.0f;  // e4m3 two-level: s_enc, s_dec
-  float history_amax = 0.0f;
-};
-
-// The input as the scale sees it: float32 subnormals zeroed when the option says so.
-inline float prepare(float x, const QuantizeOptions& opt) {
-  if (opt.flush_subnormal_inputs && (float_to_bits(x) & kF32AbsMask) < 0x800000u)
-    x = std::copysign(0.0f, x);
-  return x;
-}
-// The input as the element cast sees it: the 3/4 headroom is applied after the scale was
-// chosen from the unscaled amax, so |x * 3/4| / scale stays below the element's max and
-// stochastic rounding cannot clip (Tseng et al. 2025, section 3.2).
-inline float prepare_element(float x, const QuantizeOptions& opt) {
-  const float p = prepare(x, opt);
-  return opt.headroom_3_4 ? p * 0.75f : p;
-}
-
-// Maxima of |x'| as float32 bits: over all elements (>= Inf bits: the block has a NaN or
-// an Inf) and over finite elements only. Bits compare like magnitudes.
-struct Amax {
-  uint32_t all = 0, finite = 0;
-  void add(uint32_t abs_bits) {
-    all = std::max(all, abs_bits);
-    if (abs_bits < kF32InfBits) finite = std::max(finite, abs_bits);
-  }
-  void merge(const Amax& o) {
-    all = std::max(all, o.all);
-    finite = std::max(finite, o.finite);
-  }
-  bool nonfinite() const { return all >= kF32InfBits; }
-};
-
 Amax block_amax(const float* x, const Box& b, const QuantizeOptions& opt) {
   Amax a;
   for (int64_t r = 0; r < b.rows; ++r) {
@@ -254,16 +176,6 @@ Amax block_amax(const float* x, const Box& b, const QuantizeOptions& opt) {
   }
   return a;
 }
-
-// One block's scale: how to encode (x -> scaled) and how to decode (v * dec).
-struct BlockScale {
-  bool nan = false;
-  bool clamped = false;
-  int exponent = 0;     // power-of-two scales: X
-  float enc = 1.0f;     // fp32 / e4m3: the encode multiplier
-  float dec = 1.0f;     // decode multiplier: 2^X, s_dec, float(s_dec_b); NaN for NaN blocks
-  uint8_t code = 0;     // e8m0 / e4m3 code
-};
 
 BlockScale block_scale(const Amax& a, const Context& ctx) {
   const BlockFormat& f = *ctx.f;
@@ -321,15 +233,6 @@ BlockScale block_scale(const Amax& a, const Context& ctx) {
   return s;
 }
 
-// The float32 value of one element code under its block scale (quantize.hpp).
-inline float dequant_value(uint32_t code, float dec, const ElementFormat& e, bool two_level,
-                           float tensor_dec, bool headroom) {
-  float v = decode(code, e) * dec;
-  if (two_level) v = v * tensor_dec;
-  if (headroom) v = v / 0.75f;
-  return v;
-}
-
 void cast_block(const float* x, const Box& b, const BlockScale& s, const Context& ctx,
                 uint8_t* codes, QuantizeStats& st) {
   const BlockFormat& f = *ctx.f;
@@ -360,6 +263,25 @@ void cast_block(const float* x, const Box& b, const BlockScale& s, const Context
   }
 }
 
+void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
+                QuantizeStats& st) {
+  const Context& ctx = *job.ctx;
+  Box b;
+  b.base = i;
+  b.cols = n;
+  cast_block(job.x, b, s, ctx, job.codes, st);
+  if (job.out == nullptr) return;
+  const BlockFormat& f = *ctx.f;
+  const float dec = stored_dec(s, f.scale);
+  for (int64_t k = i; k < i + n; ++k)
+    job.out[k] = dequant_value(job.codes[k], dec, f.element, f.two_level(), ctx.tensor_dec,
+                               ctx.opt.headroom_3_4);
+}
+
+namespace {
+
+std::atomic<bool> g_force_scalar{false};
+
 int thread_count(int requested) { return requested > 0 ? requested : omp_get_max_threads(); }
 
 // Chunks of a per-tensor block, so one huge block still uses every thread. The split
@@ -368,8 +290,66 @@ constexpr int64_t kChunk = int64_t{1} << 15;
 // Below this many elements a parallel region costs more than it saves (and oversubscribed
 // machines make OpenMP's spinning threads very slow); results are the same either way.
 constexpr int64_t kParallelMin = int64_t{1} << 14;
+// Elements per work unit of the SIMD path: whole blocks adding up to about 8 Ki elements
+// (32 KiB in, the working set of one unit stays in L1/L2).
+constexpr int64_t kGroupElems = int64_t{1} << 13;
+
+// Runs fn(b0, b1, acc) over [0, nblocks) in units of whole blocks, in parallel when
+// `parallel`; each thread accumulates into its own Acc, merged with merge(total, acc).
+// Every block's result depends only on the block, and the merges are sums and maxima,
+// so the totals do not depend on the thread count or the schedule.
+template <class Acc, class Fn, class Merge>
+Acc for_block_groups(int64_t nblocks, int64_t block_elems, int threads, bool parallel, Fn fn,
+                     Merge merge) {
+  Acc total{};
+  if (!parallel) {
+    fn(int64_t{0}, nblocks, total);  // no OpenMP region at all for small tensors
+    return total;
+  }
+  const int64_t per = std::max<int64_t>(1, kGroupElems / std::max<int64_t>(1, block_elems));
+  const int64_t groups = (nblocks + per - 1) / per;
+#pragma omp parallel num_threads(threads)
+  {
+    Acc mine{};
+#pragma omp for schedule(static)
+    for (int64_t g = 0; g < groups; ++g) fn(g * per, std::min(nblocks, (g + 1) * per), mine);
+#pragma omp critical(lpx_quantize_merge)
+    merge(total, mine);
+  }
+  return total;
+}
+
+// A SIMD job over layout L: runs along the last axis get the cheap box arithmetic.
+BlockJob make_job(const Layout& L) {
+  BlockJob job;
+  job.layout = &L;
+  const int last = static_cast<int>(L.shape.size()) - 1;
+  if ((L.kind == BlockShape::Kind::vector || L.kind == BlockShape::Kind::channel) &&
+      L.col_axis == last) {
+    job.last_axis = true;
+    job.row_len = L.shape[static_cast<size_t>(last)];
+    job.block_len = L.ext[static_cast<size_t>(last)];
+    job.per_row = L.grid[static_cast<size_t>(last)];
+  }
+  return job;
+}
+
+int64_t block_elems(const Layout& L) {
+  int64_t n = 1;
+  for (size_t d = 0; d < L.ext.size(); ++d) n *= std::min(L.ext[d], std::max<int64_t>(L.shape[d], 1));
+  return n;
+}
 
 }  // namespace
+
+}  // namespace quantize_detail
+
+using namespace quantize_detail;
+
+namespace quantize_testing {
+void force_scalar(bool on) { g_force_scalar.store(on); }
+bool scalar_forced() { return g_force_scalar.load(); }
+}  // namespace quantize_testing
 
 // ---------------------------------------------------------------------------------------
 
@@ -383,8 +363,13 @@ std::vector<int64_t> scale_grid_shape(std::span<const int64_t> shape, const Bloc
   return make_layout(shape, format).grid;
 }
 
-QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
-                         const QuantizeOptions& opt) {
+namespace {
+
+// quantize(), and with `out` (fake_quantize) the dequantized values as well when the
+// SIMD path runs (then `fused` is set; else the caller dequantizes).
+QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& format,
+                              const QuantizeOptions& opt, float* out, bool& fused) {
+  fused = false;
   validate(format);
   const Layout L = make_layout(x.shape, format);
   if (static_cast<int64_t>(x.data.size()) != L.numel)
@@ -423,6 +408,52 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
   const int threads = thread_count(opt.threads);
   const bool per_tensor = format.block.kind == BlockShape::Kind::tensor;
   const bool parallel = L.numel >= kParallelMin && threads > 1;
+
+  if (!g_force_scalar.load(std::memory_order_relaxed) && simd_supported(format, L, opt)) {
+    BlockJob job = make_job(L);
+    job.x = xp;
+    job.codes = codes;
+    job.out = out;
+    job.ctx = &ctx;
+    if (coded_scale) job.scale_codes = q.scale_codes.data();
+    else job.scale_values = q.scale_values.data();
+    const int64_t be = block_elems(L);
+    std::vector<Amax> amax;
+    if (format.two_level()) {
+      // Pass 1: every block's amax (the tensor amax needs them all before any cast).
+      amax.resize(nb);
+      const Amax total = for_block_groups<Amax>(
+          L.nblocks, be, threads, parallel,
+          [&](int64_t b0, int64_t b1, Amax& acc) {
+            simd_block_amax(job, b0, b1, amax.data());
+            for (int64_t b = b0; b < b1; ++b) acc.merge(amax[static_cast<size_t>(b)]);
+          },
+          [](Amax& t, const Amax& a) { t.merge(a); });
+      const float amax_t = bits_to_float(total.finite);
+      float enc = 1.0f;
+      if (amax_t > 0.0f) enc = std::min((ctx.lim.max_elem * 448.0f) / amax_t, FLT_MAX);
+      ctx.tensor_enc = enc;
+      ctx.tensor_dec = 1.0f / enc;
+      q.tensor_scale = ctx.tensor_dec;
+      q.amax = amax_t;
+      job.amax = amax.data();
+    }
+    const BlockTotals t = for_block_groups<BlockTotals>(
+        L.nblocks, be, threads, parallel,
+        [&](int64_t b0, int64_t b1, BlockTotals& acc) { simd_quantize_blocks(job, b0, b1, acc); },
+        [](BlockTotals& a, const BlockTotals& b) {
+          a.clamped += b.clamped;
+          a.saturated += b.saturated;
+          a.flushed += b.flushed;
+          a.finite_max = std::max(a.finite_max, b.finite_max);
+        });
+    if (!format.two_level()) q.amax = bits_to_float(t.finite_max);
+    q.stats.clamped_scales = t.clamped;
+    q.stats.saturated = t.saturated;
+    q.stats.flushed = t.flushed;
+    fused = out != nullptr;
+    return q;
+  }
   int64_t clamped = 0, saturated = 0, flushed = 0;
 
   auto store_scale = [&](int64_t b, const BlockScale& s) {
@@ -502,6 +533,14 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
   return q;
 }
 
+}  // namespace
+
+QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
+                         const QuantizeOptions& opt) {
+  bool fused = false;
+  return quantize_impl(x, format, opt, nullptr, fused);
+}
+
 void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
   const BlockFormat& f = q.format;
   validate(f);
@@ -540,6 +579,27 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
   };
   const int nt = thread_count(threads);
   const bool parallel = L.numel >= kParallelMin && nt > 1;
+  if (L.numel > 0 && !g_force_scalar.load(std::memory_order_relaxed) &&
+      simd_supported(f, L, QuantizeOptions{})) {
+    BlockJob job = make_job(L);
+    // The kernel only reads the scales and codes in dequantize (BlockJob's pointers are
+    // shared with quantize, which writes them).
+    job.codes = const_cast<uint8_t*>(codes);
+    job.scale_codes = const_cast<uint8_t*>(q.scale_codes.data());
+    job.scale_values = const_cast<float*>(q.scale_values.data());
+    job.out = o;
+    job.scale_format = f.scale;
+    job.element = e;
+    job.tensor_dec = tensor_dec;
+    job.two_level = two_level;
+    job.headroom = headroom;
+    struct None {};
+    for_block_groups<None>(
+        L.nblocks, block_elems(L), nt, parallel,
+        [&](int64_t b0, int64_t b1, None&) { simd_dequantize_blocks(job, b0, b1); },
+        [](None&, const None&) {});
+    return;
+  }
   if (f.block.kind == BlockShape::Kind::tensor) {
     const float dec = L.numel > 0 ? block_dec(0) : 1.0f;
     const int64_t units = (L.numel + kChunk - 1) / kChunk;
@@ -558,8 +618,12 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
 
 QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
                               const BlockFormat& format, const QuantizeOptions& opt) {
-  QuantizedTensor q = quantize(x, format, opt);
-  dequantize(q, out, opt.threads);
+  if (out.size() != x.data.size())
+    throw std::invalid_argument(fmt::format(
+        "fake_quantize: the input has {} elements but the output {}", x.data.size(), out.size()));
+  bool fused = false;
+  QuantizedTensor q = quantize_impl(x, format, opt, out.data(), fused);
+  if (!fused) dequantize(q, out, opt.threads);
   return q;
 }
 

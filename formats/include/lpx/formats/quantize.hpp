@@ -172,4 +172,12 @@ QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
 std::vector<int64_t> block_extents(std::span<const int64_t> shape, const BlockFormat& format);
 std::vector<int64_t> scale_grid_shape(std::span<const int64_t> shape, const BlockFormat& format);
 
+// Test hook: quantize / dequantize / fake_quantize take the SIMD kernels (Highway runtime
+// dispatch, see cast_testing::force_simd_target) where they apply; force_scalar(true)
+// makes every call run the scalar reference instead, so tests can compare the two.
+namespace quantize_testing {
+void force_scalar(bool on);
+bool scalar_forced();
+}  // namespace quantize_testing
+
 }  // namespace lpx

@@ -1,0 +1,245 @@
+// The scalar codec (codec.hpp) on 32-bit SIMD lanes, one copy per Highway target: the
+// vector encode, decode and Philox4x32-10 that the array casts (cast_hwy.cpp) and the
+// block quantizer (quantize_hwy.cpp) both use, so there is one vector codec to test.
+// Included inside a foreach_target translation unit (Highway's -inl.h convention: the
+// include guard toggles per target).
+//
+// One generic kernel serves every format: the ElementFormat descriptor becomes a few
+// broadcast constants, and the rounding mode is a template parameter (six loops). The
+// scalar encode is already branch-free integer arithmetic on the float32 bits; each of
+// its steps maps to lane operations:
+//   1. split |x|: biased exponent, significand with implicit bit (sig < 2^24)
+//   2. shift right by s = 23 - M + max(0, emin - exp) and round (see "32-bit lanes")
+//   3. magnitude = (exponent base << M) + rounded significand (carries roll into exponent)
+//   4. overflow and Inf: selects between the computed, max and Inf/NaN magnitudes
+//   5. sign, fnuz zero, unsigned (e8m0) and NaN inputs: selects
+//
+// Why 32-bit lanes suffice (the scalar code uses 64 bits only to allow shifts up to 63):
+// sig < 2^24, so any shift s >= 24 gives q = 0 and rem = sig. Clamping the shift to
+// sc = min(s, 25) leaves q and rem unchanged and keeps half = 2^(sc-1) > sig, so rne/rna
+// still round down; rup/rdn depend only on rem != 0. Rounding adds (half - 1 + lsb), half
+// or 2^sc - 1 before the shift: sig + 2^25 < 2^31, no overflow in signed lanes. Stochastic
+// rounding needs the unclamped shift: f = rem >> (s - N) for s >= N (zero once s - N >=
+// 24, so that shift is clamped to 31 too) or rem << (N - s) (N - s <= 31, f < 2^N), and
+// "f + r >= 2^N" is evaluated as the unsigned comparison f > (2^N - 1) ^ r, which cannot
+// overflow even for N = 32. Magnitudes stay below 2^31 for every format of <= 16 bits
+// with |bias| <= 1024 (larger biases fall back to the scalar loop).
+//
+// Stochastic rounding draws Philox4x32-10 in the lanes: every 4 consecutive u32 lanes
+// hold one counter block (i/4 lo, i/4 hi, stream, 0) for elements i..i+3 (i % 4 == 0), so
+// word k of the block lands in the lane of element i + k with no transpose. One round is
+// MulEven (the two 32x32->64 products of words 0 and 2 of every block), a reversal of
+// the four words, a 64-bit shift that brings words 1 and 3 down, and two xors.
+
+// Per-target include guard (Highway convention).
+#if defined(LPX_CODEC_HWY_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPX_CODEC_HWY_INL_H_
+#undef LPX_CODEC_HWY_INL_H_
+#else
+#define LPX_CODEC_HWY_INL_H_
+#endif
+
+#include <hwy/highway.h>
+
+#include "codec_simd.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpx {
+namespace simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using detail::DecodeConsts;
+using detail::EncodeConsts;
+using detail::PhiloxConsts;
+
+using DI = hn::ScalableTag<int32_t>;
+using DU = hn::RebindToUnsigned<DI>;
+using DF = hn::RebindToFloat<DI>;
+using DU64 = hn::Repartition<uint64_t, DU>;
+using VI = hn::Vec<DI>;
+
+#if HWY_TARGET != HWY_SCALAR
+// Codec steps 1-5 for one vector of float32 bit patterns; `rnd` holds each lane's random
+// word (used by sr only). Returns the codes in i32 lanes.
+template <Rounding M, bool kInt>
+HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
+  const DI di;
+  const DU du;
+  // 1. Split: negm is all-ones in negative lanes.
+  const VI negm = hn::BroadcastSignBit(bits);
+  const auto neg = hn::MaskFromVec(negm);
+  const VI abs = hn::And(bits, hn::Set(di, 0x7fffffff));
+  const VI inf = hn::Set(di, 0x7f800000);
+  const auto is_nan = hn::Gt(abs, inf);
+  const VI biased = hn::ShiftRight<23>(abs);
+  const VI exp_b = hn::Max(biased, hn::Set(di, 1));  // float32 subnormals: exponent of 2^-126
+  VI sig = hn::Or(hn::And(abs, hn::Set(di, 0x7fffff)),
+                  hn::IfThenElseZero(hn::Gt(biased, hn::Zero(di)), hn::Set(di, 0x800000)));
+
+  // 2. Shift and round (see the header comment for why 25 bounds every shift).
+  VI shift;
+  if constexpr (kInt) {
+    shift = hn::Sub(hn::Set(di, c.int_shift_base), exp_b);
+  } else {
+    shift = hn::Add(hn::Set(di, c.shift_base),
+                    hn::Max(hn::Zero(di), hn::Sub(hn::Set(di, c.sub_ref), exp_b)));
+  }
+  if constexpr (!kInt && M != Rounding::rne) {
+    if (c.no_zero) {
+      // Formats without zero (e8m0) below 2^-126, every mode but rne (codec step 3): round
+      // the excess over 2^-127 (code 0), in 2^-149 units, by 22 bits; the exponent base of
+      // these lanes is 0, so the magnitude below is just that rounded value.
+      const auto low = hn::Lt(abs, hn::Set(di, 0x00800000));
+      sig = hn::IfThenElse(low, hn::Max(hn::Sub(abs, hn::Set(di, 0x400000)), hn::Zero(di)), sig);
+      shift = hn::IfThenElse(low, hn::Set(di, 22), shift);
+    }
+  }
+  VI sc = hn::Min(shift, hn::Set(di, 25));
+  if constexpr (kInt) sc = hn::Max(sc, hn::Zero(di));  // integers may need no shift at all
+  const VI mask = hn::Sub(hn::Shl(hn::Set(di, 1), sc), hn::Set(di, 1));  // 2^sc - 1
+  VI q;
+  if constexpr (M == Rounding::rne) {
+    const VI half_m1 = hn::ShiftRight<1>(mask);  // 2^(sc-1) - 1, or 0 when sc = 0
+    VI lsb = hn::And(hn::Shr(sig, sc), hn::Set(di, 1));
+    if constexpr (kInt) lsb = hn::Min(lsb, mask);  // sc = 0: nothing to round
+    q = hn::Shr(hn::Add(sig, hn::Add(half_m1, lsb)), sc);
+  } else if constexpr (M == Rounding::rna) {
+    const VI half = hn::Sub(mask, hn::ShiftRight<1>(mask));  // 2^(sc-1), or 0 when sc = 0
+    q = hn::Shr(hn::Add(sig, half), sc);
+  } else if constexpr (M == Rounding::rtz) {
+    q = hn::Shr(sig, sc);
+  } else if constexpr (M == Rounding::rup) {
+    q = hn::Shr(hn::Add(sig, hn::AndNot(negm, mask)), sc);  // ceil for positives
+  } else if constexpr (M == Rounding::rdn) {
+    q = hn::Shr(hn::Add(sig, hn::And(negm, mask)), sc);  // ceil of the magnitude for negatives
+  } else {
+    const VI rem = hn::And(sig, mask);
+    const VI d = hn::Sub(shift, hn::Set(di, c.sr_n));
+    const VI thirty_one = hn::Set(di, 31);
+    const VI f = hn::Shl(hn::Shr(rem, hn::Min(hn::Max(d, hn::Zero(di)), thirty_one)),
+                         hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one));
+    const auto r = hn::ShiftRightSame(hn::BitCast(du, rnd), 32 - c.sr_n);
+    const auto up = hn::Gt(hn::BitCast(du, f), hn::Xor(r, hn::Set(du, c.sr_mask_n)));
+    q = hn::Sub(hn::Shr(sig, sc), hn::VecFromMask(di, hn::RebindMask(di, up)));
+  }
+
+  if constexpr (kInt) {
+    // Clamp to [-neg_max, pos_max]; NaN -> 0.
+    const auto huge = hn::Or(hn::Lt(shift, hn::Zero(di)), hn::Gt(abs, hn::Set(di, 0x7f7fffff)));
+    const VI limit = hn::IfThenElse(neg, hn::Set(di, c.neg_max), hn::Set(di, c.pos_max));
+    const VI mag = hn::IfThenElse(huge, limit, hn::Min(q, limit));
+    const VI code = hn::IfThenElse(
+        neg, hn::And(hn::Neg(mag), hn::Set(di, c.code_mask)), mag);
+    return hn::IfThenZeroElse(is_nan, code);
+  } else {
+    // 3. Assemble by addition so a significand carry bumps the exponent.
+    const VI ebase = hn::Max(hn::Add(exp_b, hn::Set(di, c.ebase_off)), hn::Zero(di));
+    const VI magnitude = hn::Add(hn::ShiftLeftSame(ebase, c.m), q);
+    // 4. Overflow and Inf.
+    const VI max_mag = hn::Set(di, c.max_mag);
+    const auto special = hn::Or(hn::Gt(magnitude, max_mag), hn::Eq(abs, inf));
+    const auto is_inf = hn::Eq(abs, inf);
+    auto sat_l = hn::MaskFromVec(hn::Set(di, c.sat ? -1 : 0));
+    // ieee rules keep +-max when the rounding direction points toward zero (not for Inf).
+    if constexpr (M == Rounding::rtz) {
+      sat_l = hn::Or(sat_l, hn::Not(is_inf));
+    } else if constexpr (M == Rounding::rdn) {
+      sat_l = hn::Or(sat_l, hn::AndNot(is_inf, hn::Not(neg)));
+    } else if constexpr (M == Rounding::rup) {
+      sat_l = hn::Or(sat_l, hn::AndNot(is_inf, neg));
+    }
+    const VI mag = hn::IfThenElse(
+        special, hn::IfThenElse(sat_l, max_mag, hn::Set(di, c.ovf_mag)), magnitude);
+    // 5. Sign and special inputs.
+    VI code = hn::Or(mag, hn::And(negm, hn::Set(di, c.sign_mask)));
+    if (c.fnuz) code = hn::IfThenZeroElse(hn::Eq(mag, hn::Zero(di)), code);
+    if (c.is_unsigned) {
+      code = hn::IfThenElse(hn::Or(neg, hn::Eq(abs, hn::Zero(di))), hn::Set(di, c.unrep_code),
+                            code);
+    }
+    return hn::IfThenElse(
+        is_nan, hn::IfThenElse(neg, hn::Set(di, c.nan_neg), hn::Set(di, c.nan_pos)), code);
+  }
+}
+
+// decode() for one vector of codes in i32 lanes; returns float32 values.
+HWY_INLINE hn::Vec<DF> DecodeVec(VI code, const DecodeConsts& c) {
+  const DI di;
+  const DF df;
+  code = hn::And(code, hn::Set(di, c.code_mask));
+  const auto neg = hn::Ne(hn::And(code, hn::Set(di, c.sign_mask)), hn::Zero(di));
+  if (c.is_integer) {
+    const VI value = hn::IfThenElse(neg, hn::Sub(code, hn::Set(di, c.code_mask + 1)), code);
+    return hn::Mul(hn::ConvertTo(df, value), hn::Set(df, c.int_scale));
+  }
+  const VI mag = hn::AndNot(hn::Set(di, c.sign_mask), code);
+  const VI ef = hn::ShiftRightSame(mag, c.m);
+  const VI mant = hn::And(mag, hn::Set(di, c.mmask));
+  const auto is_nan =
+      hn::Or(hn::And(hn::Gt(mag, hn::Set(di, c.nan_thr)), hn::Ne(mag, hn::Set(di, c.nan_ne))),
+             hn::Eq(code, hn::Set(di, c.fnuz_nan)));
+  const auto is_inf = hn::Eq(mag, hn::Set(di, c.inf_eq));
+  const auto sub = hn::Eq(ef, hn::Set(di, c.sub_ef));
+  const VI significand = hn::IfThenElse(sub, mant, hn::Or(mant, hn::Set(di, c.implicit)));
+  const VI e = hn::Sub(hn::IfThenElse(sub, hn::Set(di, 1), ef), hn::Set(di, c.bias_m));
+  // pow2f(e): normal bits, or a float32 subnormal 2^(e+149) below 2^-126.
+  const VI pow_norm = hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127)));
+  const VI pow_sub = hn::Shl(
+      hn::Set(di, 1),
+      hn::Min(hn::Max(hn::Add(e, hn::Set(di, 149)), hn::Zero(di)), hn::Set(di, 31)));
+  const VI pow = hn::IfThenElse(hn::Gt(e, hn::Set(di, -127)), pow_norm, pow_sub);
+  // Exact: every value of the format is a float32 (as in the scalar decode).
+  const auto magnitude = hn::Mul(hn::ConvertTo(df, significand), hn::BitCast(df, pow));
+  const VI value = hn::IfThenElse(is_inf, hn::Set(di, 0x7f800000), hn::BitCast(di, magnitude));
+  const VI sign = hn::And(hn::VecFromMask(di, neg), hn::Set(di, static_cast<int32_t>(kF32SignMask)));
+  const VI nan = hn::Or(hn::Set(di, static_cast<int32_t>(kF32QuietNanBits)),
+                        hn::And(sign, hn::Set(di, c.nan_sign_f32)));
+  const VI result = hn::IfThenElse(is_nan, nan, hn::Or(value, sign));
+  return hn::BitCast(df, result);
+}
+
+// Philox4x32-10 for the blocks held in `ctr` (four u32 lanes per block).
+HWY_INLINE VI PhiloxVec(hn::Vec<DU64> ctr, const PhiloxConsts& p) {
+  const DU du;
+  const DU64 du64;
+  const auto mul = hn::LoadDup128(du, p.mul);
+  auto v = hn::BitCast(du, ctr);
+  for (int r = 0; r < 10; ++r) {
+    // Per block: (lo0 hi0 lo1 hi1) = (M0 * w0, M1 * w2); new block (hi1^w1^k0, lo1, hi0^w3^k1, lo0).
+    const auto prod = hn::BitCast(du, hn::MulEven(v, mul));
+    const auto odd_words = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, v)));
+    v = hn::Xor3(hn::Shuffle0123(prod), odd_words, hn::LoadDup128(du, p.keys[r]));
+  }
+  return hn::BitCast(DI(), v);
+}
+
+// Two independent Philox streams interleaved: one round is a ~7-cycle dependency chain
+// (multiply, shuffle, xor), so a second chain in flight roughly doubles the throughput.
+HWY_INLINE void PhiloxVec2(hn::Vec<DU64> ctr_a, hn::Vec<DU64> ctr_b, const PhiloxConsts& p,
+                           VI& out_a, VI& out_b) {
+  const DU du;
+  const DU64 du64;
+  const auto mul = hn::LoadDup128(du, p.mul);
+  auto a = hn::BitCast(du, ctr_a);
+  auto b = hn::BitCast(du, ctr_b);
+  for (int r = 0; r < 10; ++r) {
+    const auto key = hn::LoadDup128(du, p.keys[r]);
+    const auto prod_a = hn::BitCast(du, hn::MulEven(a, mul));
+    const auto prod_b = hn::BitCast(du, hn::MulEven(b, mul));
+    const auto odd_a = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, a)));
+    const auto odd_b = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, b)));
+    a = hn::Xor3(hn::Shuffle0123(prod_a), odd_a, key);
+    b = hn::Xor3(hn::Shuffle0123(prod_b), odd_b, key);
+  }
+  out_a = hn::BitCast(DI(), a);
+  out_b = hn::BitCast(DI(), b);
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace simd
+}  // namespace lpx
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,482 @@
+// SIMD block quantization (quantize.hpp) with Highway, compiled once per SIMD target and
+// chosen at run time; bit-identical to the scalar per-block reference in quantize.cpp.
+//
+// Per block (a box whose rows are contiguous runs of float32):
+//   1. amax: lane-wise max of |x'| as int32 bits (x' = x with the subnormal flush), then a
+//      horizontal max. A block holding NaN/Inf takes the scalar block_amax (and below,
+//      the scalar cast): those blocks are rare and their semantics are all special cases.
+//   2. scale: the scalar block_scale() itself, once per block, so every scale rule and
+//      clamp is the reference's by construction.
+//   3. cast: y = x'' * m with m = 2^-X (power-of-two scales) or s_enc (fp32, e4m3), one
+//      float32 multiply per lane as the scalar code does; then the shared vector codec
+//      (codec_hwy-inl.h: EncodeVec, DecodeVec, Philox) gives the code and, for
+//      fake_quantize, decode(code) * dec (* s_dec) (/ 0.75) in the same pass.
+//      Power-of-two scales: x'' * 2^-X is exact while the product is a normal float32 (or
+//      x'' is 0); only below float32's normal range does the reference round to odd
+//      (mul_pow2_exact). A vector with such a lane (|y| <= FLT_MIN, x'' != 0) goes to the
+//      scalar reference whole; that needs |x| < amax * 2^-(emax + 126)-ish, which real
+//      data almost never has.
+// Stochastic rounding: the random words of each run of flat indices are drawn with the
+// vector Philox into a small buffer (RandomFill) and read back lane by lane, so the
+// word of element i is random_bits(seed, stream, i) whatever the block alignment.
+// Statistics (saturated, flushed) are counted in lanes and summed; they equal the
+// scalar counts because they test the same float32 values.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quantize_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "codec_hwy-inl.h"
+#include "lpx/numerics/philox.hpp"
+#include "quantize_internal.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpx {
+namespace simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace qd = lpx::quantize_detail;
+
+// Everything a block kernel needs that does not change from block to block.
+struct BlockConsts {
+  detail::EncodeConsts ec;
+  detail::DecodeConsts dc;
+  detail::PhiloxConsts pc;
+  CastOptions co;
+  bool flush = false, headroom = false, two_level = false;
+  float max_elem = 0.0f, tensor_dec = 1.0f;
+};
+
+inline BlockConsts make_block_consts(const qd::Context& ctx) {
+  BlockConsts k;
+  const QuantizeOptions& o = ctx.opt;
+  k.co.round = o.round;
+  k.co.overflow = o.overflow;
+  k.co.seed = o.seed;
+  k.co.stream = o.stream;
+  k.co.sr_bits = o.sr_bits;
+  k.ec = detail::make_encode_consts(ctx.f->element, k.co);
+  k.dc = detail::make_decode_consts(ctx.f->element);
+  if (o.round == Rounding::sr) k.pc = detail::make_philox_consts(o.seed);
+  k.flush = o.flush_subnormal_inputs;
+  k.headroom = o.headroom_3_4;
+  k.two_level = ctx.f->two_level();
+  k.max_elem = ctx.lim.max_elem;
+  k.tensor_dec = ctx.tensor_dec;
+  return k;
+}
+
+#if HWY_TARGET != HWY_SCALAR
+
+// Random words per RandomFill: 2 KiB, well inside L1 beside the block being cast.
+constexpr size_t kRandWords = 512;
+
+// out[k] = random_bits(seed, stream, first + k) for k < n (n <= kRandWords): the vector
+// Philox from the first multiple of 4, the scalar one for the up-to-3 words before it.
+HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
+                           const BlockConsts& k) {
+  const DU du;
+  const DU64 du64;
+  const size_t N = hn::Lanes(du);
+  size_t i = 0;
+  const size_t head = static_cast<size_t>((4 - first % 4) % 4);
+  for (; i < head && i < n; ++i) out[i] = random_bits(k.co.seed, k.co.stream, first + i);
+  if (i >= n) return;
+  HWY_ALIGN uint32_t init[HWY_MAX_BYTES / 4];
+  const uint64_t g0 = (first + i) / 4;
+  for (size_t l = 0; l < N; l += 4) {
+    const uint64_t g = g0 + l / 4;
+    init[l] = static_cast<uint32_t>(g);
+    init[l + 1] = static_cast<uint32_t>(g >> 32);
+    init[l + 2] = k.co.stream;
+    init[l + 3] = 0;
+  }
+  auto ctr = hn::BitCast(du64, hn::Load(du, init));
+  HWY_ALIGN const uint32_t inc_words[4] = {static_cast<uint32_t>(N / 4), 0, 0, 0};
+  const auto inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto ctr_b = hn::Add(ctr, inc);
+    VI a, b;
+    PhiloxVec2(ctr, ctr_b, k.pc, a, b);
+    ctr = hn::Add(ctr_b, inc);
+    hn::StoreU(hn::BitCast(du, a), du, out + i);
+    hn::StoreU(hn::BitCast(du, b), du, out + i + N);
+  }
+  for (; i < n; i += N) {
+    const VI r = PhiloxVec(ctr, k.pc);
+    ctr = hn::Add(ctr, inc);
+    if (i + N <= n) {
+      hn::StoreU(hn::BitCast(du, r), du, out + i);
+    } else {
+      HWY_ALIGN uint32_t tmp[HWY_MAX_BYTES / 4];
+      hn::Store(hn::BitCast(du, r), du, tmp);
+      std::memcpy(out + i, tmp, (n - i) * sizeof(uint32_t));
+    }
+  }
+}
+
+// x' (the subnormal flush) of one vector of float32 bits.
+HWY_INLINE VI Prepare(VI bits, const BlockConsts& k) {
+  if (!k.flush) return bits;
+  const DI di;
+  const VI abs = hn::And(bits, hn::Set(di, 0x7fffffff));
+  return hn::IfThenElse(hn::Lt(abs, hn::Set(di, 0x00800000)),
+                        hn::And(bits, hn::Set(di, static_cast<int32_t>(kF32SignMask))), bits);
+}
+
+// Loads lanes [0, cnt) of p (cnt <= N) as float32 bits, zero in the lanes past cnt.
+HWY_INLINE VI LoadBits(const float* p, size_t cnt, size_t N) {
+  const DI di;
+  const DF df;
+  if (cnt == N) return hn::BitCast(di, hn::LoadU(df, p));
+  HWY_ALIGN float tmp[HWY_MAX_BYTES / 4] = {};
+  std::memcpy(tmp, p, cnt * sizeof(float));
+  return hn::BitCast(di, hn::Load(df, tmp));
+}
+
+// Max of |x'| bits over a run of n floats, lane-wise into vall (and over finite lanes
+// into vfin when kFinite).
+template <bool kFinite>
+HWY_INLINE void RunAmax(const float* HWY_RESTRICT x, size_t n, const BlockConsts& k, VI& vall,
+                        VI& vfin) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  const VI max_finite = hn::Set(di, 0x7f7fffff);  // |x| bits above it: Inf or NaN
+  size_t c = 0;
+  // Two accumulators: a block of 32 is 2-8 vectors, and max has a latency to hide.
+  VI a0 = hn::Zero(di), a1 = hn::Zero(di);
+  for (; c + 2 * N <= n; c += 2 * N) {
+    const VI b0 = hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + c)), k), absmask);
+    const VI b1 = hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + c + N)), k), absmask);
+    a0 = hn::Max(a0, b0);
+    a1 = hn::Max(a1, b1);
+    if constexpr (kFinite) {
+      vfin = hn::Max(vfin, hn::IfThenZeroElse(hn::Gt(b0, max_finite), b0));
+      vfin = hn::Max(vfin, hn::IfThenZeroElse(hn::Gt(b1, max_finite), b1));
+    }
+  }
+  for (; c < n; c += N) {
+    const VI b = hn::And(Prepare(LoadBits(x + c, std::min(N, n - c), N), k), absmask);
+    a0 = hn::Max(a0, b);
+    if constexpr (kFinite) vfin = hn::Max(vfin, hn::IfThenZeroElse(hn::Gt(b, max_finite), b));
+  }
+  vall = hn::Max(vall, hn::Max(a0, a1));
+}
+
+HWY_INLINE uint32_t MaxLane(VI v) {
+  return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI(), v)));
+}
+
+HWY_INLINE int64_t SumLanes(VI v) {
+  const DI di;
+  HWY_ALIGN int32_t lanes[HWY_MAX_BYTES / 4];
+  hn::Store(v, di, lanes);
+  int64_t s = 0;
+  for (size_t l = 0; l < hn::Lanes(di); ++l) s += lanes[l];
+  return s;
+}
+
+// Per-lane counters of saturated and flushed elements (each lane counts down by 1 per
+// hit: a true mask is -1), flushed into 64-bit totals often enough not to overflow.
+struct LaneCounts {
+  VI sat, flushed;
+  int64_t pending = 0;  // elements per lane since the last flush
+};
+
+HWY_INLINE void FlushCounts(LaneCounts& lc, QuantizeStats& st) {
+  st.saturated -= SumLanes(lc.sat);
+  st.flushed -= SumLanes(lc.flushed);
+  lc.sat = hn::Zero(DI());
+  lc.flushed = hn::Zero(DI());
+  lc.pending = 0;
+}
+
+// Casts a run of n contiguous elements from flat index i0 under block scale s: codes,
+// and with job.out the dequantized values. rnd holds their random words (sr only).
+template <Rounding M, bool kInt, bool kPow2>
+HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i0, size_t n,
+                        const qd::BlockScale& s, float mul, float dec,
+                        const uint32_t* HWY_RESTRICT rnd, LaneCounts& lc, QuantizeStats& st) {
+  const DI di;
+  const DF df;
+  const hn::Rebind<uint8_t, DI> d8;
+  const size_t N = hn::Lanes(di);
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  const auto vmul = hn::Set(df, mul);
+  const auto vdec = hn::Set(df, dec);
+  const auto vmax = hn::Set(df, k.max_elem);
+  const auto vzero = hn::Zero(df);
+  // NVFP4 blocks whose scale underflowed to 0 do not count as saturated (quantize.hpp).
+  const bool count_sat = !(k.two_level && s.dec == 0.0f);
+  const float* x = job.x + i0;
+  uint8_t* codes = job.codes + i0;
+  float* out = job.out != nullptr ? job.out + i0 : nullptr;
+  for (size_t c = 0; c < n; c += N) {
+    const size_t cnt = std::min(N, n - c);
+    const VI bits = LoadBits(x + c, cnt, N);
+    VI r = hn::Zero(di);
+    if constexpr (M == Rounding::sr) {
+      if (cnt == N) {
+        r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + c));
+      } else {
+        HWY_ALIGN uint32_t tmp[HWY_MAX_BYTES / 4] = {};
+        std::memcpy(tmp, rnd + c, cnt * sizeof(uint32_t));
+        r = hn::BitCast(di, hn::Load(DU(), tmp));
+      }
+    }
+    auto p = hn::BitCast(df, Prepare(bits, k));
+    if (k.headroom) p = hn::Mul(p, hn::Set(df, 0.75f));
+    const auto y = hn::Mul(p, vmul);
+    const VI ybits = hn::BitCast(di, y);
+    if constexpr (kPow2) {
+      // Below float32's normal range the reference rounds x * 2^-X to odd: scalar.
+      const auto tiny = hn::Lt(hn::And(ybits, absmask), hn::Set(di, 0x00800001));  // <= FLT_MIN
+      const auto nonzero = hn::Ne(hn::And(hn::BitCast(di, p), absmask), hn::Zero(di));
+      if (!hn::AllFalse(di, hn::And(tiny, nonzero))) {
+        qd::scalar_run(job, i0 + static_cast<int64_t>(c), static_cast<int64_t>(cnt), s, st);
+        continue;
+      }
+    }
+    const VI code = EncodeVec<M, kInt>(ybits, r, k.ec);
+    auto v = hn::Mul(DecodeVec(code, k.dc), vdec);
+    if (k.two_level) v = hn::Mul(v, hn::Set(df, k.tensor_dec));
+    if (k.headroom) v = hn::Div(v, hn::Set(df, 0.75f));
+    const auto valid = hn::FirstN(di, cnt);
+    if (count_sat) {
+      const auto sat = hn::RebindMask(di, hn::Gt(hn::Abs(y), vmax));
+      lc.sat = hn::Add(lc.sat, hn::VecFromMask(di, hn::And(sat, valid)));
+    }
+    const auto fl = hn::RebindMask(
+        di, hn::And(hn::Ne(hn::BitCast(df, bits), vzero), hn::Eq(v, vzero)));
+    lc.flushed = hn::Add(lc.flushed, hn::VecFromMask(di, hn::And(fl, valid)));
+    if (cnt == N) {
+      hn::StoreU(hn::DemoteTo(d8, code), d8, codes + c);  // codes are in [0, 255]: exact
+      if (out != nullptr) hn::StoreU(v, df, out + c);
+    } else {
+      HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4];
+      HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
+      hn::Store(hn::DemoteTo(d8, code), d8, tc);
+      hn::Store(v, df, tv);
+      std::memcpy(codes + c, tc, cnt);
+      if (out != nullptr) std::memcpy(out + c, tv, cnt * sizeof(float));
+    }
+  }
+  lc.pending += static_cast<int64_t>((n + N - 1) / N);
+  if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+}
+
+template <Rounding M, bool kInt, bool kPow2>
+void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
+  const DI di;
+  const qd::Context& ctx = *job.ctx;
+  const BlockConsts k = make_block_consts(ctx);
+  const ScaleFormat sf = ctx.f->scale;
+  HWY_ALIGN uint32_t rnd[kRandWords];
+  LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+  QuantizeStats st;
+  for (int64_t b = b0; b < b1; ++b) {
+    const qd::Box box = job.box(b);
+    qd::Amax a;
+    if (job.amax != nullptr) {
+      a = job.amax[b];
+    } else {
+      VI vall = hn::Zero(di), unused = hn::Zero(di);
+      for (int64_t r = 0; r < box.rows; ++r)
+        RunAmax<false>(job.x + box.base + r * box.row_stride, static_cast<size_t>(box.cols), k,
+                       vall, unused);
+      a.all = a.finite = MaxLane(vall);
+      if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
+    }
+    t.finite_max = std::max(t.finite_max, a.finite);
+    const qd::BlockScale s = qd::block_scale(a, ctx);
+    if (s.clamped) ++t.clamped;
+    if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
+    else job.scale_values[b] = s.dec;
+    if (s.nan) {
+      for (int64_t r = 0; r < box.rows; ++r)
+        qd::scalar_run(job, box.base + r * box.row_stride, box.cols, s, st);
+      continue;
+    }
+    const float mul = kPow2 ? pow2f(-s.exponent) : s.enc;
+    const float dec = qd::stored_dec(s, sf);
+    for (int64_t r = 0; r < box.rows; ++r) {
+      const int64_t row = box.base + r * box.row_stride;
+      for (int64_t c = 0; c < box.cols; c += static_cast<int64_t>(kRandWords)) {
+        const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, box.cols - c));
+        if constexpr (M == Rounding::sr)
+          RandomFill(rnd, n, static_cast<uint64_t>(row + c), k);
+        CastRun<M, kInt, kPow2>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
+      }
+    }
+  }
+  FlushCounts(lc, st);
+  t.saturated += st.saturated;
+  t.flushed += st.flushed;
+}
+
+template <Rounding M>
+void QuantizeBlocksR(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
+  const bool is_int = job.ctx->f->element.is_integer;
+  const bool pow2 = job.ctx->f->power_of_two_scale();
+  if (is_int) {
+    return pow2 ? QuantizeBlocksT<M, true, true>(job, b0, b1, t)
+                : QuantizeBlocksT<M, true, false>(job, b0, b1, t);
+  }
+  return pow2 ? QuantizeBlocksT<M, false, true>(job, b0, b1, t)
+              : QuantizeBlocksT<M, false, false>(job, b0, b1, t);
+}
+
+void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {
+  switch (job->ctx->opt.round) {
+    case Rounding::rne: return QuantizeBlocksR<Rounding::rne>(*job, b0, b1, *t);
+    case Rounding::rna: return QuantizeBlocksR<Rounding::rna>(*job, b0, b1, *t);
+    case Rounding::rtz: return QuantizeBlocksR<Rounding::rtz>(*job, b0, b1, *t);
+    case Rounding::rup: return QuantizeBlocksR<Rounding::rup>(*job, b0, b1, *t);
+    case Rounding::rdn: return QuantizeBlocksR<Rounding::rdn>(*job, b0, b1, *t);
+    case Rounding::sr: return QuantizeBlocksR<Rounding::sr>(*job, b0, b1, *t);
+  }
+}
+
+void BlockAmax(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::Amax* amax) {
+  const DI di;
+  const BlockConsts k = make_block_consts(*job->ctx);
+  for (int64_t b = b0; b < b1; ++b) {
+    const qd::Box box = job->box(b);
+    VI vall = hn::Zero(di), vfin = hn::Zero(di);
+    for (int64_t r = 0; r < box.rows; ++r)
+      RunAmax<true>(job->x + box.base + r * box.row_stride, static_cast<size_t>(box.cols), k,
+                    vall, vfin);
+    amax[b].all = MaxLane(vall);
+    amax[b].finite = MaxLane(vfin);
+  }
+}
+
+void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
+  const DI di;
+  const DF df;
+  const hn::Rebind<uint8_t, DI> d8;
+  const size_t N = hn::Lanes(di);
+  const detail::DecodeConsts dc = detail::make_decode_consts(job->element);
+  const auto tdec = hn::Set(df, job->tensor_dec);
+  const auto three_quarters = hn::Set(df, 0.75f);
+  for (int64_t b = b0; b < b1; ++b) {
+    const qd::Box box = job->box(b);
+    const auto dec = hn::Set(df, job->dec_of(b));
+    for (int64_t r = 0; r < box.rows; ++r) {
+      const int64_t row = box.base + r * box.row_stride;
+      const uint8_t* in = job->codes + row;
+      float* out = job->out + row;
+      const size_t n = static_cast<size_t>(box.cols);
+      for (size_t c = 0; c < n; c += N) {
+        const size_t cnt = std::min(N, n - c);
+        VI code;
+        if (cnt == N) {
+          code = hn::PromoteTo(di, hn::LoadU(d8, in + c));
+        } else {
+          HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4] = {};
+          std::memcpy(tc, in + c, cnt);
+          code = hn::PromoteTo(di, hn::Load(d8, tc));
+        }
+        auto v = hn::Mul(DecodeVec(code, dc), dec);
+        if (job->two_level) v = hn::Mul(v, tdec);
+        if (job->headroom) v = hn::Div(v, three_quarters);
+        if (cnt == N) {
+          hn::StoreU(v, df, out + c);
+        } else {
+          HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
+          hn::Store(v, df, tv);
+          std::memcpy(out + c, tv, cnt * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+#else  // HWY_SCALAR: one lane; the scalar reference does the work.
+
+void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {
+  QuantizeStats st;
+  for (int64_t b = b0; b < b1; ++b) {
+    const qd::Box box = job->box(b);
+    const qd::Amax a = job->amax != nullptr ? job->amax[b]
+                                            : qd::block_amax(job->x, box, job->ctx->opt);
+    t->finite_max = std::max(t->finite_max, a.finite);
+    const qd::BlockScale s = qd::block_scale(a, *job->ctx);
+    if (s.clamped) ++t->clamped;
+    if (job->scale_codes != nullptr) job->scale_codes[b] = s.code;
+    else job->scale_values[b] = s.dec;
+    for (int64_t r = 0; r < box.rows; ++r)
+      qd::scalar_run(*job, box.base + r * box.row_stride, box.cols, s, st);
+  }
+  t->saturated += st.saturated;
+  t->flushed += st.flushed;
+}
+
+void BlockAmax(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::Amax* amax) {
+  for (int64_t b = b0; b < b1; ++b)
+    amax[b] = qd::block_amax(job->x, job->box(b), job->ctx->opt);
+}
+
+void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b) {
+    const qd::Box box = job->box(b);
+    const float dec = job->dec_of(b);
+    for (int64_t r = 0; r < box.rows; ++r)
+      for (int64_t c = 0; c < box.cols; ++c) {
+        const int64_t i = box.base + r * box.row_stride + c;
+        job->out[i] = qd::dequant_value(job->codes[i], dec, job->element, job->two_level,
+                                        job->tensor_dec, job->headroom);
+      }
+  }
+}
+
+#endif  // HWY_TARGET != HWY_SCALAR
+
+}  // namespace HWY_NAMESPACE
+}  // namespace simd
+}  // namespace lpx
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpx::simd {
+
+HWY_EXPORT(QuantizeBlocks);
+HWY_EXPORT(BlockAmax);
+HWY_EXPORT(DequantizeBlocks);
+
+}  // namespace lpx::simd
+
+namespace lpx::quantize_detail {
+
+bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
+  const int last = static_cast<int>(L.shape.size()) - 1;
+  bool layout_ok = false;
+  switch (L.kind) {
+    case BlockShape::Kind::vector:
+    case BlockShape::Kind::channel: layout_ok = L.col_axis == last; break;  // contiguous runs
+    case BlockShape::Kind::tile: layout_ok = true; break;  // rows of a tile are contiguous
+    case BlockShape::Kind::tensor: layout_ok = false; break;
+  }
+  CastOptions co;
+  co.round = opt.round;
+  co.sr_bits = opt.sr_bits;
+  return layout_ok && opt.history == nullptr && simd::detail::vectorizable(f.element, co);
+}
+
+void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {
+  HWY_DYNAMIC_DISPATCH(simd::QuantizeBlocks)(&job, b0, b1, &t);
+}
+void simd_block_amax(const BlockJob& job, int64_t b0, int64_t b1, Amax* amax) {
+  HWY_DYNAMIC_DISPATCH(simd::BlockAmax)(&job, b0, b1, amax);
+}
+void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1) {
+  HWY_DYNAMIC_DISPATCH(simd::DequantizeBlocks)(&job, b0, b1);
+}
+
+}  // namespace lpx::quantize_detail
+#endif  // HWY_ONCE

@@ -1,0 +1,218 @@
+// The SIMD block quantizer (formats/src/quantize_hwy.cpp) against the scalar per-block
+// reference (quantize_testing::force_scalar), bit for bit, on every SIMD target Highway
+// compiled in and this CPU supports: MX presets (e8m0, every scale rule), pow2 and fp32
+// scales, NVFP4 (1-D and 16x16), integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
+// sr; ragged shapes and odd block counts, both axes (axis 0 runs the scalar path and must
+// still agree), NaN/Inf blocks, zero blocks, float32 subnormals, blocks whose scales clamp,
+// the 3/4 headroom and the subnormal flush, ieee overflow. Codes, scales, the tensor
+// scale, amax, statistics and the dequantized values must all match, for quantize,
+// dequantize and fake_quantize, and thread counts must not change any bit.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "lpx/formats/block_format.hpp"
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/quantize.hpp"
+
+namespace {
+
+using lpx::BlockFormat;
+using lpx::QuantizedTensor;
+using lpx::QuantizeOptions;
+using lpx::Rounding;
+
+uint32_t bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, 4);
+  return b;
+}
+
+// Blocks of very different magnitudes, with special blocks sprinkled in: all zero, one
+// NaN, one +-Inf, float32 subnormals only, huge (scales clamp high for small elements),
+// tiny (scales clamp low), and a few elements 2^-140 below their block's amax (the
+// products that leave float32's normal range).
+std::vector<float> make_data(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> kind(0, 15), expo(-60, 60), pick(0, 999);
+  std::vector<float> x(n);
+  size_t i = 0;
+  while (i < n) {
+    const size_t run = std::min<size_t>(n - i, 1 + static_cast<size_t>(pick(rng) % 40));
+    const int k = kind(rng);
+    const float scale = std::ldexp(1.0f, expo(rng));
+    for (size_t j = 0; j < run; ++j, ++i) {
+      float v = normal(rng) * scale;
+      switch (k) {
+        case 0: v = 0.0f; break;
+        case 1: v = (j == run / 2) ? std::numeric_limits<float>::quiet_NaN() : v; break;
+        case 2: v = (j == 0) ? -std::numeric_limits<float>::infinity() : v; break;
+        case 3: v = normal(rng) * 1e-39f; break;                      // subnormals
+        case 4: v = normal(rng) * 1e37f; break;                       // huge
+        case 5: v = (j % 3 == 0) ? normal(rng) * 1e38f : v; break;    // huge and ordinary
+        case 6: v = normal(rng) * std::ldexp(1.0f, -140); break;      // tiny
+        case 7: v = (j % 2 == 0) ? std::ldexp(normal(rng), -130) : normal(rng) * 1e4f; break;
+        case 8: v = (j % 5 == 0) ? -0.0f : v; break;
+        default: break;
+      }
+      x[i] = v;
+    }
+  }
+  return x;
+}
+
+std::string describe(const std::string& spec, const std::vector<int64_t>& shape, int axis,
+                     const QuantizeOptions& o) {
+  std::string s = spec + " shape ";
+  for (int64_t d : shape) s += std::to_string(d) + "x";
+  s += " axis " + std::to_string(axis) + " round " + std::string(lpx::rounding_name(o.round)) +
+       (o.overflow == lpx::Overflow::ieee ? " ieee" : " sat") + (o.headroom_3_4 ? " headroom" : "") +
+       (o.flush_subnormal_inputs ? " flush" : "") + " threads " + std::to_string(o.threads);
+  return s;
+}
+
+void require_same(const QuantizedTensor& a, const QuantizedTensor& b) {
+  REQUIRE(a.codes.size() == b.codes.size());
+  for (size_t i = 0; i < a.codes.size(); ++i) {
+    INFO("code " << i);
+    REQUIRE(int(a.codes[i]) == int(b.codes[i]));
+  }
+  REQUIRE(a.scale_codes == b.scale_codes);
+  REQUIRE(a.scale_values.size() == b.scale_values.size());
+  for (size_t i = 0; i < a.scale_values.size(); ++i) {
+    INFO("scale " << i);
+    REQUIRE(bits_of(a.scale_values[i]) == bits_of(b.scale_values[i]));
+  }
+  REQUIRE(a.scale_shape == b.scale_shape);
+  REQUIRE(a.tensor_scale.has_value() == b.tensor_scale.has_value());
+  if (a.tensor_scale) REQUIRE(bits_of(*a.tensor_scale) == bits_of(*b.tensor_scale));
+  REQUIRE(bits_of(a.amax) == bits_of(b.amax));
+  REQUIRE(a.stats.clamped_scales == b.stats.clamped_scales);
+  REQUIRE(a.stats.saturated == b.stats.saturated);
+  REQUIRE(a.stats.flushed == b.stats.flushed);
+}
+
+void require_same_values(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("value " << i << ": " << a[i] << " vs " << b[i]);
+    REQUIRE(bits_of(a[i]) == bits_of(b[i]));
+  }
+}
+
+// One case: scalar reference vs the current dispatch, for fake_quantize, quantize and
+// dequantize.
+void check_case(const std::string& spec, const std::vector<int64_t>& shape, int axis,
+                const QuantizeOptions& opt, const std::vector<float>& x) {
+  BlockFormat f = lpx::parse_block_format(spec);
+  f.block.axis = axis;
+  INFO(describe(spec, shape, axis, opt));
+  const lpx::TensorView<const float> view{std::span<const float>(x), shape};
+  std::vector<float> ref_out(x.size()), out(x.size()), deq(x.size());
+
+  lpx::quantize_testing::force_scalar(true);
+  const QuantizedTensor ref = lpx::fake_quantize(view, ref_out, f, opt);
+  lpx::quantize_testing::force_scalar(false);
+
+  const QuantizedTensor fast = lpx::fake_quantize(view, out, f, opt);
+  require_same(ref, fast);
+  require_same_values(ref_out, out);
+
+  const QuantizedTensor q = lpx::quantize(view, f, opt);
+  require_same(ref, q);
+  lpx::dequantize(q, deq, opt.threads);
+  require_same_values(ref_out, deq);
+}
+
+const std::vector<std::string>& specs() {
+  static const std::vector<std::string> s = {
+      "mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8", "nvfp4",
+      "nvfp4_2d", "fp8_block128", "fp8_block128x128", "e2m1:b32:e8m0:rceil",
+      "e4m3:b32:e8m0:ceil", "e2m1:b32:e8m0:even", "e4m3:b32:pow2", "e5m2:b64:pow2:floor",
+      "e1m2:b16:e4m3", "e2m0:16x16:e8m0", "e4m3:row:e8m0", "e2m1:b7:e8m0", "e3m0:b5:pow2",
+      "int4:b32:e8m0", "e4m3:b16:fp32"};
+  return s;
+}
+
+void check_all_on_current_target() {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1000}, {17}, {3, 97}, {64, 33}, {5, 32}, {2, 3, 40}, {31, 16}, {1}};
+  uint32_t seed = 1;
+  for (const std::string& spec : specs()) {
+    for (const auto& shape : shapes) {
+      size_t n = 1;
+      for (int64_t d : shape) n *= static_cast<size_t>(d);
+      const std::vector<float> x = make_data(n, seed++);
+      for (int axis : {-1, 0}) {
+        for (Rounding r : {Rounding::rne, Rounding::rtz, Rounding::sr, Rounding::rna,
+                           Rounding::rup, Rounding::rdn}) {
+          QuantizeOptions o;
+          o.round = r;
+          o.seed = 99 + seed;
+          o.stream = 3;
+          o.threads = 1;
+          check_case(spec, shape, axis, o, x);
+        }
+        QuantizeOptions o;
+        o.round = Rounding::sr;
+        o.sr_bits = 9;
+        o.overflow = lpx::Overflow::ieee;
+        o.headroom_3_4 = true;
+        o.threads = 1;
+        check_case(spec, shape, axis, o, x);
+        o.round = Rounding::rne;
+        o.headroom_3_4 = false;
+        o.flush_subnormal_inputs = true;
+        check_case(spec, shape, axis, o, x);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("SIMD block quantization matches the scalar reference on every target",
+          "[quantize][simd]") {
+  const auto targets = lpx::cast_testing::simd_targets();
+  REQUIRE(!targets.empty());
+  for (const auto& t : targets) {
+    lpx::cast_testing::force_simd_target(t.id);
+    INFO("forced target " << t.name);
+    REQUIRE(lpx::cast_testing::dispatched_simd_target() == t.name);
+    check_all_on_current_target();
+    WARN("checked SIMD block quantization on target " << t.name);
+  }
+  lpx::cast_testing::force_simd_target(0);
+}
+
+TEST_CASE("SIMD block quantization does not depend on the thread count",
+          "[quantize][simd][threads]") {
+  // Large enough for the parallel path (>= 16 Ki elements), with a ragged row length.
+  const std::vector<int64_t> shape = {301, 257};
+  const std::vector<float> x = make_data(301 * 257, 7);
+  for (const char* spec : {"mxfp8_e4m3", "mxfp4", "nvfp4", "fp8_block128", "nvfp4_2d"}) {
+    for (Rounding r : {Rounding::rne, Rounding::sr}) {
+      QuantizeOptions o;
+      o.round = r;
+      o.seed = 5;
+      const BlockFormat f = lpx::parse_block_format(spec);
+      const lpx::TensorView<const float> view{std::span<const float>(x), shape};
+      std::vector<float> out1(x.size()), out2(x.size());
+      o.threads = 1;
+      const QuantizedTensor a = lpx::fake_quantize(view, out1, f, o);
+      o.threads = 2;
+      const QuantizedTensor b = lpx::fake_quantize(view, out2, f, o);
+      INFO(spec << " " << lpx::rounding_name(r));
+      require_same(a, b);
+      require_same_values(out1, out2);
+      check_case(spec, shape, -1, o, x);  // the scalar reference, 2 threads
+    }
+  }
+}
