@@ -18,7 +18,8 @@
 //      data almost never has.
 // Stochastic rounding: the random words of each run of flat indices are drawn with the
 // vector Philox into a small buffer (RandomFill) and read back lane by lane, so the
-// word of element i is random_bits(seed, stream, i) whatever the block alignment.
+// word of element i is random_bits(seed, stream, i) whatever the block alignment;
+// along the last axis one fill serves a whole sub-group of consecutive blocks.
 // Statistics (saturated, flushed) are counted in lanes and summed; they equal the
 // scalar counts because they test the same float32 values.
 #undef HWY_TARGET_INCLUDE
@@ -72,8 +73,8 @@ inline BlockConsts make_block_consts(const qd::Context& ctx) {
 
 #if HWY_TARGET != HWY_SCALAR
 
-// Random words per RandomFill: 2 KiB, well inside L1 beside the block being cast.
-constexpr size_t kRandWords = 512;
+// Random words per RandomFill: 8 KiB, inside L1 beside the 8 KiB of input being cast.
+constexpr size_t kRandWords = 2048;
 
 // out[k] = random_bits(seed, stream, first + k) for k < n (n <= kRandWords): the vector
 // Philox from the first multiple of 4, the scalar one for the up-to-3 words before it.
@@ -270,6 +271,12 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
   if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
 }
 
+// Blocks per sub-group: pass 1 (amax and scale, with calls into the scalar block_scale)
+// runs over a sub-group before pass 2 casts it, so the cast loop runs without calls
+// between blocks and keeps its constants in registers; the sub-group's input is still
+// in L1 for pass 2.
+constexpr int64_t kSubBlocks = 64;
+
 template <Rounding M, bool kInt, bool kPow2>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
@@ -277,42 +284,73 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
   const BlockConsts k = make_block_consts(ctx);
   const ScaleFormat sf = ctx.f->scale;
   HWY_ALIGN uint32_t rnd[kRandWords];
+  qd::Box boxes[kSubBlocks];
+  qd::BlockScale scales[kSubBlocks];
   LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
   QuantizeStats st;
-  for (int64_t b = b0; b < b1; ++b) {
-    const qd::Box box = job.box(b);
-    qd::Amax a;
-    if (job.amax != nullptr) {
-      a = job.amax[b];
-    } else {
-      VI vall = hn::Zero(di), unused = hn::Zero(di);
-      for (int64_t r = 0; r < box.rows; ++r)
-        RunAmax<false>(job.x + box.base + r * box.row_stride, static_cast<size_t>(box.cols), k,
-                       vall, unused);
-      a.all = a.finite = MaxLane(vall);
-      if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
+  for (int64_t bg = b0; bg < b1;) {
+    // A sub-group: up to kSubBlocks blocks; along the last axis also at most kRandWords
+    // elements (one random fill for all of them: consecutive blocks are contiguous).
+    int64_t cnt = 0, elems = 0;
+    while (bg + cnt < b1 && cnt < kSubBlocks) {
+      const qd::Box bx = job.box(bg + cnt);
+      if (cnt > 0 && elems + bx.size() > static_cast<int64_t>(kRandWords)) break;
+      boxes[cnt++] = bx;
+      elems += bx.size();
     }
-    t.finite_max = std::max(t.finite_max, a.finite);
-    const qd::BlockScale s = qd::block_scale(a, ctx);
-    if (s.clamped) ++t.clamped;
-    if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
-    else job.scale_values[b] = s.dec;
-    if (s.nan) {
-      for (int64_t r = 0; r < box.rows; ++r)
-        qd::scalar_run(job, box.base + r * box.row_stride, box.cols, s, st);
-      continue;
+    // Pass 1: amax and scale per block.
+    for (int64_t g = 0; g < cnt; ++g) {
+      const int64_t b = bg + g;
+      const qd::Box& box = boxes[g];
+      qd::Amax a;
+      if (job.amax != nullptr) {
+        a = job.amax[b];
+      } else {
+        VI vall = hn::Zero(di), unused = hn::Zero(di);
+        for (int64_t r = 0; r < box.rows; ++r)
+          RunAmax<false>(job.x + box.base + r * box.row_stride, static_cast<size_t>(box.cols),
+                         k, vall, unused);
+        a.all = a.finite = MaxLane(vall);
+        if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
+      }
+      t.finite_max = std::max(t.finite_max, a.finite);
+      const qd::BlockScale s = qd::block_scale(a, ctx);
+      if (s.clamped) ++t.clamped;
+      if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
+      else job.scale_values[b] = s.dec;
+      scales[g] = s;
     }
-    const float mul = kPow2 ? pow2f(-s.exponent) : s.enc;
-    const float dec = qd::stored_dec(s, sf);
-    for (int64_t r = 0; r < box.rows; ++r) {
-      const int64_t row = box.base + r * box.row_stride;
-      for (int64_t c = 0; c < box.cols; c += static_cast<int64_t>(kRandWords)) {
-        const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, box.cols - c));
-        if constexpr (M == Rounding::sr)
-          RandomFill(rnd, n, static_cast<uint64_t>(row + c), k);
-        CastRun<M, kInt, kPow2>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
+    // Pass 2: cast (and dequantize).
+    const bool group_rnd = M == Rounding::sr && job.last_axis &&
+                           elems <= static_cast<int64_t>(kRandWords);
+    if (group_rnd)
+      RandomFill(rnd, static_cast<size_t>(elems), static_cast<uint64_t>(boxes[0].base), k);
+    for (int64_t g = 0; g < cnt; ++g) {
+      const qd::Box& box = boxes[g];
+      const qd::BlockScale& s = scales[g];
+      if (s.nan) {
+        for (int64_t r = 0; r < box.rows; ++r)
+          qd::scalar_run(job, box.base + r * box.row_stride, box.cols, s, st);
+        continue;
+      }
+      const float mul = kPow2 ? pow2f(-s.exponent) : s.enc;
+      const float dec = qd::stored_dec(s, sf);
+      if (group_rnd) {
+        CastRun<M, kInt, kPow2>(job, k, box.base, static_cast<size_t>(box.cols), s, mul, dec,
+                                rnd + (box.base - boxes[0].base), lc, st);
+        continue;
+      }
+      for (int64_t r = 0; r < box.rows; ++r) {
+        const int64_t row = box.base + r * box.row_stride;
+        for (int64_t c = 0; c < box.cols; c += static_cast<int64_t>(kRandWords)) {
+          const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, box.cols - c));
+          if constexpr (M == Rounding::sr)
+            RandomFill(rnd, n, static_cast<uint64_t>(row + c), k);
+          CastRun<M, kInt, kPow2>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
+        }
       }
     }
+    bg += cnt;
   }
   FlushCounts(lc, st);
   t.saturated += st.saturated;
