@@ -126,7 +126,11 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   //    alias out when a quantizer follows (quantize/cast do not promise in == out).
   std::vector<float> buffer;
   const float* v = in;
-  if (s.transform.kind == Transform::Kind::rht) {
+  // A reduction extent that is not a multiple of the transform size (a 10-class head, say)
+  // gets no transform. Both operands of a GEMM share the reduction extent, so they skip
+  // it together and the product stays consistent.
+  const int64_t extent = axis == 1 ? cols : rows;
+  if (s.transform.kind == Transform::Kind::rht && extent % s.transform.size == 0) {
     const std::vector<float> sg = signs(role, step);
     if (s.kind == RoleSpec::Kind::fp32) {
       if (out != in) std::memcpy(out, in, count * sizeof(float));

@@ -15,6 +15,8 @@
 #include "lpx/kernels/bench.hpp"
 #include "lpx/formats/tensor_io.hpp"
 #include "lpx/kernels/device.hpp"
+#include "lpx/recipes/recipe.hpp"
+#include "lpx/sim/trainer.hpp"
 
 namespace lpx::cli {
 namespace {
@@ -25,8 +27,58 @@ struct BenchArgs {
   int reps = 3;
   bool json = false;
   bool gpu = false;
+  bool train = false;
+  std::string models = "mlp,gpt", recipes;
+  int steps = 5;
   std::string filter;
 };
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t begin = 0;
+  while (begin <= s.size()) {
+    const size_t end = std::min(s.find(',', begin), s.size());
+    if (end > begin) out.push_back(s.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return out;
+}
+
+// `lpx bench --train`: seconds per training step of each recipe, and its ratio to the
+// fp32 step of the same model measured in the same run.
+void run_train_bench(const BenchArgs& a) {
+  std::vector<std::string> recipes;
+  if (a.recipes.empty()) {
+    for (std::string_view r : recipe_names()) recipes.emplace_back(r);
+  } else {
+    recipes = split_commas(a.recipes);
+  }
+  if (a.steps < 1) throw UsageError("bench --train: --steps must be at least 1");
+  if (!a.json)
+    fmt::print("{:<6} {:<16} {:>12} {:>12} {:>10}\n", "model", "recipe", "s/step", "samples/s",
+               "x fp32");
+  std::string json;
+  for (const std::string& model : split_commas(a.models)) {
+    const sim::BenchResult base = sim::bench_train_steps(model, "fp32", a.steps, a.threads);
+    for (const std::string& recipe : recipes) {
+      if (!a.filter.empty() && recipe.find(a.filter) == std::string::npos) continue;
+      const sim::BenchResult r =
+          recipe == "fp32" ? base : sim::bench_train_steps(model, recipe, a.steps, a.threads);
+      const double ratio = r.seconds_per_step / base.seconds_per_step;
+      if (a.json) {
+        json += fmt::format("{}  {{\"model\": \"{}\", \"recipe\": \"{}\", \"seconds_per_step\": "
+                            "{:.6g}, \"samples_per_second\": {:.6g}, \"ratio_to_fp32\": {:.4f}}}",
+                            json.empty() ? "" : ",\n", model, recipe, r.seconds_per_step,
+                            r.samples_per_second, ratio);
+      } else {
+        fmt::print("{:<6} {:<16} {:>12.4f} {:>12.1f} {:>10.2f}\n", model, recipe,
+                   r.seconds_per_step, r.samples_per_second, ratio);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (a.json) fmt::print("[\n{}\n]\n", json);
+}
 
 // `lpx bench --gpu`: the kernels' bandwidth as a fraction of the device-to-device copy
 // measured in the same run, and FP8 vs BF16 GEMM TFLOP/s.
@@ -69,6 +121,7 @@ double best_seconds(int reps, Fn fn) {
 
 void run_bench(const BenchArgs& a) {
   if (a.gpu) return run_gpu_bench(a);
+  if (a.train) return run_train_bench(a);
   if (a.size == 0) throw UsageError("bench: --size must be positive");
   if (a.reps < 1) throw UsageError("bench: --reps must be at least 1");
   std::regex re;
@@ -135,7 +188,11 @@ const bool registered = register_command(60, [](CLI::App& app) {
   cmd->add_flag("--json", args->json, "print a JSON list instead of the table");
   cmd->add_option("--filter", args->filter, "only paths matching this regex (e.g. 'e2m1')");
   cmd->add_flag("--gpu", args->gpu, "benchmark the CUDA kernels (1 GiB inputs) and GEMMs instead");
-  cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu");
+  cmd->add_flag("--train", args->train, "time training steps of each recipe against fp32 instead");
+  cmd->add_option("--models", args->models, "with --train: mlp,gpt (default both)");
+  cmd->add_option("--recipes", args->recipes, "with --train: recipes to time (default: the catalogue)");
+  cmd->add_option("--steps", args->steps, "with --train: timed steps per recipe (median; default 5)");
+  cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu\n  lpx bench --train --models gpt --recipes fp32,bf16,mxfp8");
   cmd->callback([args] { run_bench(*args); });
 });
 

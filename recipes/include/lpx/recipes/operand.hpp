@@ -11,8 +11,9 @@
 //      blocks of n along the reduction axis (numerics/hadamard.hpp, hadamard_blocks). It
 //      is NOT undone: both operands of the GEMM get the same orthonormal transform (same
 //      signs for a given (layer, gemm, step)), so their GEMM equals the GEMM of the
-//      originals up to quantization. The extent along the reduction axis must be a
-//      multiple of n (std::invalid_argument otherwise).
+//      originals up to quantization. A reduction extent that is not a multiple of n
+//      (e.g. a 10-class head) gets no transform; both operands of that GEMM share the
+//      extent, so they skip it together.
 //   3. Quantize: block formats via lpx::fake_quantize with the block axis set to the
 //      reduction axis (1xN vectors and per-channel blocks run along it; 2-D tiles and
 //      per-tensor blocks cover the same elements either way); bf16 via fake_cast_array;
