@@ -128,7 +128,7 @@ void fake_cast_host(std::span<const float> in, std::span<float> out, const Eleme
 
 namespace {
 void check_hadamard(size_t total, int n, size_t signs, const char* what) {
-  if (!valid_hadamard_size(n))
+  if (!valid_rht_size(n))
     throw std::invalid_argument(std::string("lpx::kernels: ") + what + ": Hadamard size " +
                                 std::to_string(n) + " is not one of 16, 32, 64, 128");
   if (total % static_cast<size_t>(n) != 0)

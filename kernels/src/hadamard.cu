@@ -17,7 +17,7 @@ constexpr unsigned kThreads = 128;
 __global__ void hadamard_kernel(const float* __restrict__ in, float* __restrict__ out, size_t rows,
                                 int n, const float* __restrict__ signs, uint64_t seed,
                                 uint32_t stream) {
-  __shared__ float s[kMaxHadamardSize];
+  __shared__ float s[kMaxHadamardRow];
   for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x))
     s[j] = signs ? signs[j] : hadamard_sign(seed, stream, static_cast<uint32_t>(j));
   __syncthreads();

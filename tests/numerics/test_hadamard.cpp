@@ -164,20 +164,3 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 16, s32), std::invalid_argument);  // signs
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 2, 16, s), std::invalid_argument);
 }
-
-// The kernels' CPU reference (the CUDA kernel's oracle) is the same transform: while it
-// still lives in kernels/, check the two agree bit for bit.
-#if __has_include("../../kernels/include/lpx/kernels/hadamard.hpp")
-#include "../../kernels/include/lpx/kernels/hadamard.hpp"
-TEST_CASE("hadamard_row equals lpx::kernels::hadamard_row bit for bit", "[hadamard]") {
-  for (int n : {16, 32, 64, 128}) {
-    const auto s = lpx::hadamard_signs(n, 99, 4);
-    CHECK(s == lpx::kernels::hadamard_signs(n, 99, 4));
-    std::vector<float> x(static_cast<size_t>(n)), a(x.size()), b(x.size());
-    for (int i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::ldexp(std::sin(1.3f * static_cast<float>(i)), i % 40 - 20);
-    lpx::hadamard_row(x.data(), a.data(), n, s.data());
-    lpx::kernels::hadamard_row(x.data(), b.data(), n, s.data());
-    for (int i = 0; i < n; ++i) REQUIRE(std::bit_cast<uint32_t>(a[static_cast<size_t>(i)]) == std::bit_cast<uint32_t>(b[static_cast<size_t>(i)]));
-  }
-}
-#endif

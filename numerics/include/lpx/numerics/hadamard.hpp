@@ -24,10 +24,9 @@
 //                         float; exact for n a power of 4). Any length 2^k.
 //   hadamard_row()        the random Hadamard transform used by the recipes (n <= 128):
 //                         x[j] * s[j] to double (exact), butterflies in double, one multiply
-//                         by 1/sqrt(n) in double, one rounding to float32. This is exactly
-//                         the reference of the CUDA kernel (lpx::kernels::hadamard_row in
-//                         kernels/include/lpx/kernels/hadamard.hpp), so the GPU transform
-//                         equals it bit for bit. For n <= 128 and float32 inputs whose
+//                         by 1/sqrt(n) in double, one rounding to float32. It is LPX_HD:
+//                         the CUDA kernel (kernels/src/hadamard.cu) runs this very
+//                         function, so the GPU transform equals it bit for bit. For n <= 128 and float32 inputs whose
 //                         exponents span at most 53 - 7 - 24 = 22 binades the double
 //                         butterflies are exact, leaving only the scale multiply's and the
 //                         final rounding; otherwise the result is still deterministic.
