@@ -103,18 +103,6 @@ Layout make_layout(std::span<const int64_t> shape_in, const BlockFormat& f) {
 // ---------------------------------------------------------------------------------------
 // Scale rules from float32 bits (exact integer arithmetic; block_format.hpp).
 
-// floor(log2 a) of a positive finite float given by its bits (subnormals included).
-int floor_log2_bits(uint32_t b) {
-  const uint32_t biased = b >> 23;
-  if (biased != 0) return static_cast<int>(biased) - kF32Bias;
-  return static_cast<int>(std::bit_width(b)) - 1 - 149;  // b = m, value m * 2^-149
-}
-// The significand of a positive finite float, normalized to 24 bits (1.xxx * 2^23).
-uint32_t significand24(uint32_t b) {
-  if ((b >> 23) != 0) return (b & 0x7fffffu) | 0x800000u;
-  return b << (24 - std::bit_width(b));
-}
-
 ElementLimits limits_of(const ElementFormat& e) {
   ElementLimits l;
   l.max_elem = static_cast<float>(max_finite(e));
@@ -123,32 +111,6 @@ ElementLimits limits_of(const ElementFormat& e) {
   l.max_sig = significand24(b);
   l.mbits = e.is_integer ? std::max(0, e.bits - 2) : e.mantissa_bits;
   return l;
-}
-
-// The unclamped scale exponent X of a block with finite amax > 0 (amax_bits = its bits).
-int scale_exponent(uint32_t amax_bits, ScaleRule rule, const ElementLimits& l) {
-  const int e = floor_log2_bits(amax_bits);
-  switch (rule) {
-    case ScaleRule::floor: return e - l.emax;
-    case ScaleRule::ceil: {
-      // amax is a power of two iff its normalized significand is exactly 2^23.
-      const bool pow2 = significand24(amax_bits) == 0x800000u;
-      return e + (pow2 ? 0 : 1) - l.emax;
-    }
-    case ScaleRule::rceil:
-      // amax / max_elem = (a / m) * 2^(e - emax) with a, m in [1, 2): the ceil of its
-      // log2 is e - emax, plus one iff a > m (a == m is exact, a < m lies in (-1, 0)).
-      return e - l.emax + (significand24(amax_bits) > l.max_sig ? 1 : 0);
-    case ScaleRule::even: {
-      // Round amax half-up to 1 + mbits significant bits by adding half an ulp of that
-      // width to the float32 bits (a carry moves into the exponent field), then floor.
-      const uint32_t rounded = amax_bits + (1u << (22 - l.mbits));
-      const uint32_t biased = rounded >> 23;
-      // A subnormal amax that stays subnormal keeps its own floor (its scale clamps).
-      return (biased != 0 ? static_cast<int>(biased) - kF32Bias : e) - l.emax;
-    }
-  }
-  return 0;
 }
 
 // x * 2^k for k in [-127, 127], exact, except that a result below float32's normal range
@@ -266,6 +228,35 @@ void cast_block(const float* x, const Box& b, const BlockScale& s, const Context
 void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
                 QuantizeStats& st) {
   const Context& ctx = *job.ctx;
+  if (job.codes == nullptr) {
+    // fake_quantize_values (no codes): cast_block's per-element steps, the code kept
+    // only long enough to dequantize it.
+    const BlockFormat& f = *ctx.f;
+    const QuantizeOptions& o = ctx.opt;
+    const bool pow2 = f.power_of_two_scale();
+    const bool two_level = f.two_level();
+    const float dec = stored_dec(s, f.scale);
+    for (int64_t k = i; k < i + n; ++k) {
+      const float xi = job.x[k];
+      uint32_t code = 0;
+      float scaled = 0.0f;
+      if (!s.nan) {
+        const float p = prepare_element(xi, o);
+        scaled = pow2 ? mul_pow2_exact(p, -s.exponent) : p * s.enc;
+        const uint32_t rnd =
+            o.round == Rounding::sr ? random_bits(o.seed, o.stream, static_cast<uint64_t>(k)) : 0u;
+        code = encode(scaled, f.element, o.round, o.overflow, rnd, o.sr_bits);
+      }
+      if (job.out != nullptr)
+        job.out[k] = dequant_value(code, dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4);
+      if (s.nan || !std::isfinite(xi)) continue;
+      if (std::fabs(scaled) > ctx.lim.max_elem && !(two_level && s.dec == 0.0f)) ++st.saturated;
+      if (xi != 0.0f &&
+          dequant_value(code, s.dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4) == 0.0f)
+        ++st.flushed;
+    }
+    return;
+  }
   Box b;
   b.base = i;
   b.cols = n;
@@ -367,8 +358,11 @@ namespace {
 
 // quantize(), and with `out` (fake_quantize) the dequantized values as well when the
 // SIMD path runs (then `fused` is set; else the caller dequantizes).
+// With skip_codes (fake_quantize_values) the SIMD path writes no codes and q.codes stays
+// empty; the scalar path fills them as usual.
 QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& format,
-                              const QuantizeOptions& opt, float* out, bool& fused) {
+                              const QuantizeOptions& opt, float* out, bool& fused,
+                              bool skip_codes = false) {
   fused = false;
   validate(format);
   const Layout L = make_layout(x.shape, format);
@@ -391,7 +385,10 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
   q.scale_shape = L.grid;
   if (x.shape.empty()) q.scale_shape.clear();  // 0-D in, 0-D scale
   q.headroom_3_4 = opt.headroom_3_4;
-  q.codes.assign(static_cast<size_t>(L.numel), 0);
+  const bool simd = !g_force_scalar.load(std::memory_order_relaxed) &&
+                    simd_supported(format, L, opt);
+  skip_codes = skip_codes && simd && out != nullptr;
+  if (!skip_codes) q.codes.assign(static_cast<size_t>(L.numel), 0);
   const bool coded_scale = format.scale == ScaleFormat::e8m0 || format.scale == ScaleFormat::e4m3;
   const size_t nb = static_cast<size_t>(L.nblocks);
   if (coded_scale) q.scale_codes.assign(nb, 0);
@@ -404,12 +401,12 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
   ctx.opt = opt;
   if (opt.history != nullptr) ctx.history_amax = opt.history->amax();
   const float* xp = x.data.data();
-  uint8_t* codes = q.codes.data();
+  uint8_t* codes = skip_codes ? nullptr : q.codes.data();
   const int threads = thread_count(opt.threads);
   const bool per_tensor = format.block.kind == BlockShape::Kind::tensor;
   const bool parallel = L.numel >= kParallelMin && threads > 1;
 
-  if (!g_force_scalar.load(std::memory_order_relaxed) && simd_supported(format, L, opt)) {
+  if (simd) {
     BlockJob job = make_job(L);
     job.x = xp;
     job.codes = codes;
@@ -624,6 +621,19 @@ QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
   bool fused = false;
   QuantizedTensor q = quantize_impl(x, format, opt, out.data(), fused);
   if (!fused) dequantize(q, out, opt.threads);
+  return q;
+}
+
+QuantizedTensor fake_quantize_values(TensorView<const float> x, std::span<float> out,
+                                     const BlockFormat& format, const QuantizeOptions& opt) {
+  if (out.size() != x.data.size())
+    throw std::invalid_argument(fmt::format(
+        "fake_quantize: the input has {} elements but the output {}", x.data.size(), out.size()));
+  bool fused = false;
+  QuantizedTensor q = quantize_impl(x, format, opt, out.data(), fused, /*skip_codes=*/true);
+  if (!fused) dequantize(q, out, opt.threads);
+  q.codes.clear();
+  q.codes.shrink_to_fit();
   return q;
 }
 

@@ -215,7 +215,8 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
   // NVFP4 blocks whose scale underflowed to 0 do not count as saturated (quantize.hpp).
   const bool count_sat = !(k.two_level && s.dec == 0.0f);
   const float* x = job.x + i0;
-  uint8_t* codes = job.codes + i0;
+  // fake_quantize_values: no codes (job.codes is nullptr), only the values.
+  uint8_t* codes = job.codes != nullptr ? job.codes + i0 : nullptr;
   float* out = job.out != nullptr ? job.out + i0 : nullptr;
   for (size_t c = 0; c < n; c += N) {
     const size_t cnt = std::min(N, n - c);
@@ -256,14 +257,15 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
         di, hn::And(hn::Ne(hn::BitCast(df, bits), vzero), hn::Eq(v, vzero)));
     lc.flushed = hn::Add(lc.flushed, hn::VecFromMask(di, hn::And(fl, valid)));
     if (cnt == N) {
-      hn::StoreU(hn::DemoteTo(d8, code), d8, codes + c);  // codes are in [0, 255]: exact
+      if (codes != nullptr)
+        hn::StoreU(hn::DemoteTo(d8, code), d8, codes + c);  // codes are in [0, 255]: exact
       if (out != nullptr) hn::StoreU(v, df, out + c);
     } else {
       HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4];
       HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
       hn::Store(hn::DemoteTo(d8, code), d8, tc);
       hn::Store(v, df, tv);
-      std::memcpy(codes + c, tc, cnt);
+      if (codes != nullptr) std::memcpy(codes + c, tc, cnt);
       if (out != nullptr) std::memcpy(out + c, tv, cnt * sizeof(float));
     }
   }
@@ -283,6 +285,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
   const qd::Context& ctx = *job.ctx;
   const BlockConsts k = make_block_consts(ctx);
   const ScaleFormat sf = ctx.f->scale;
+  const ScaleRule rule = ctx.f->rule;
   HWY_ALIGN uint32_t rnd[kRandWords];
   qd::Box boxes[kSubBlocks];
   qd::BlockScale scales[kSubBlocks];
@@ -314,7 +317,21 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
         if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
       }
       t.finite_max = std::max(t.finite_max, a.finite);
-      const qd::BlockScale s = qd::block_scale(a, ctx);
+      qd::BlockScale s;
+      if (kPow2 && !a.nonfinite()) {
+        // block_scale()'s power-of-two branch, inlined (no call per block).
+        int xs = -127;  // all-zero block: 2^-127 (code 0x00)
+        if (a.all != 0) {
+          const int raw = qd::scale_exponent(a.all, rule, ctx.lim);
+          xs = std::clamp(raw, -127, 127);
+          s.clamped = xs != raw;
+        }
+        s.exponent = xs;
+        s.code = static_cast<uint8_t>(xs + 127);
+        s.dec = pow2f(xs);
+      } else {
+        s = qd::block_scale(a, ctx);
+      }
       if (s.clamped) ++t.clamped;
       if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
       else job.scale_values[b] = s.dec;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -68,6 +69,47 @@ struct ElementLimits {
   uint32_t max_sig = 0;  // significand24(max_elem)
   int mbits = 0;         // mantissa width for the `even` rule
 };
+
+// Scale rules from float32 bits (exact integer arithmetic; block_format.hpp). Inline so
+// the SIMD kernels compute power-of-two scales without a call per block.
+
+// floor(log2 a) of a positive finite float given by its bits (subnormals included).
+inline int floor_log2_bits(uint32_t b) {
+  const uint32_t biased = b >> 23;
+  if (biased != 0) return static_cast<int>(biased) - kF32Bias;
+  return static_cast<int>(std::bit_width(b)) - 1 - 149;  // b = m, value m * 2^-149
+}
+// The significand of a positive finite float, normalized to 24 bits (1.xxx * 2^23).
+inline uint32_t significand24(uint32_t b) {
+  if ((b >> 23) != 0) return (b & 0x7fffffu) | 0x800000u;
+  return b << (24 - std::bit_width(b));
+}
+
+// The unclamped scale exponent X of a block with finite amax > 0 (amax_bits = its bits).
+inline int scale_exponent(uint32_t amax_bits, ScaleRule rule, const ElementLimits& l) {
+  const int e = floor_log2_bits(amax_bits);
+  switch (rule) {
+    case ScaleRule::floor: return e - l.emax;
+    case ScaleRule::ceil: {
+      // amax is a power of two iff its normalized significand is exactly 2^23.
+      const bool pow2 = significand24(amax_bits) == 0x800000u;
+      return e + (pow2 ? 0 : 1) - l.emax;
+    }
+    case ScaleRule::rceil:
+      // amax / max_elem = (a / m) * 2^(e - emax) with a, m in [1, 2): the ceil of its
+      // log2 is e - emax, plus one iff a > m (a == m is exact, a < m lies in (-1, 0)).
+      return e - l.emax + (significand24(amax_bits) > l.max_sig ? 1 : 0);
+    case ScaleRule::even: {
+      // Round amax half-up to 1 + mbits significant bits by adding half an ulp of that
+      // width to the float32 bits (a carry moves into the exponent field), then floor.
+      const uint32_t rounded = amax_bits + (1u << (22 - l.mbits));
+      const uint32_t biased = rounded >> 23;
+      // A subnormal amax that stays subnormal keeps its own floor (its scale clamps).
+      return (biased != 0 ? static_cast<int>(biased) - kF32Bias : e) - l.emax;
+    }
+  }
+  return 0;
+}
 
 struct Context {
   const BlockFormat* f = nullptr;

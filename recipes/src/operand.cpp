@@ -190,7 +190,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       auto& history = histories_[i_role];
       opt.history = history ? &*history : nullptr;
       const int64_t shape[2] = {rows, cols};
-      const QuantizedTensor q = fake_quantize(
+      const QuantizedTensor q = fake_quantize_values(
           TensorView<const float>{std::span<const float>(v, count), std::span<const int64_t>(shape, 2)},
           std::span<float>(out, count), f, opt);
       if (history) history->push(q.amax);

@@ -125,6 +125,14 @@ void check_case(const std::string& spec, const std::vector<int64_t>& shape, int 
   require_same(ref, fast);
   require_same_values(ref_out, out);
 
+  // fake_quantize_values: the same values, scales and statistics, and no codes.
+  std::vector<float> vout(x.size());
+  QuantizedTensor v = lpx::fake_quantize_values(view, vout, f, opt);
+  REQUIRE(v.codes.empty());
+  v.codes = ref.codes;
+  require_same(ref, v);
+  require_same_values(ref_out, vout);
+
   const QuantizedTensor q = lpx::quantize(view, f, opt);
   require_same(ref, q);
   lpx::dequantize(q, deq, opt.threads);

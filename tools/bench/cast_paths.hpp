@@ -128,7 +128,7 @@ inline std::vector<CastPath> cast_paths() {
                    opt.seed = 1234;
                    opt.threads = t;
                    const int64_t shape[1] = {static_cast<int64_t>(b.size())};
-                   fake_quantize({std::span<const float>(b.in), shape}, b.out, format, opt);
+                   fake_quantize_values({std::span<const float>(b.in), shape}, b.out, format, opt);
                  }});
   }
   return p;

@@ -167,6 +167,12 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads = 0)
 QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
                               const BlockFormat& format, const QuantizeOptions& opt = {});
 
+// fake_quantize() for callers that only need the values: the same out, scales, tensor
+// scale, amax and statistics, but q.codes is left empty (the SIMD path never writes or
+// allocates the element codes).
+QuantizedTensor fake_quantize_values(TensorView<const float> x, std::span<float> out,
+                                     const BlockFormat& format, const QuantizeOptions& opt = {});
+
 // The block extents of `format` for a tensor of `shape` (one per axis), and the resulting
 // scale grid shape; the same checks as quantize().
 std::vector<int64_t> block_extents(std::span<const int64_t> shape, const BlockFormat& format);
