@@ -295,8 +295,25 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
     // A sub-group: up to kSubBlocks blocks; along the last axis also at most kRandWords
     // elements (one random fill for all of them: consecutive blocks are contiguous).
     int64_t cnt = 0, elems = 0;
+    // Along the last axis the boxes follow from (row, j) by increments: no division per
+    // block (job.box() divides by per_row).
+    int64_t row_i = 0, j = 0;
+    if (job.last_axis) {
+      row_i = bg / job.per_row;
+      j = bg % job.per_row;
+    }
     while (bg + cnt < b1 && cnt < kSubBlocks) {
-      const qd::Box bx = job.box(bg + cnt);
+      qd::Box bx;
+      if (job.last_axis) {
+        bx.base = row_i * job.row_len + j * job.block_len;
+        bx.cols = std::min(job.block_len, job.row_len - j * job.block_len);
+        if (++j == job.per_row) {
+          j = 0;
+          ++row_i;
+        }
+      } else {
+        bx = job.box(bg + cnt);
+      }
       if (cnt > 0 && elems + bx.size() > static_cast<int64_t>(kRandWords)) break;
       boxes[cnt++] = bx;
       elems += bx.size();
@@ -317,25 +334,30 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
         if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
       }
       t.finite_max = std::max(t.finite_max, a.finite);
-      qd::BlockScale s;
+      // Fields are written one by one into scales[g]: a BlockScale built on the stack and
+      // copied whole stalls on store forwarding (byte stores, then a 16-byte load).
+      qd::BlockScale& s = scales[g];
       if (kPow2 && !a.nonfinite()) {
         // block_scale()'s power-of-two branch, inlined (no call per block).
         int xs = -127;  // all-zero block: 2^-127 (code 0x00)
+        bool clamped = false;
         if (a.all != 0) {
           const int raw = qd::scale_exponent(a.all, rule, ctx.lim);
           xs = std::clamp(raw, -127, 127);
-          s.clamped = xs != raw;
+          clamped = xs != raw;
         }
+        s.nan = false;
+        s.clamped = clamped;
         s.exponent = xs;
-        s.code = static_cast<uint8_t>(xs + 127);
+        s.enc = 1.0f;
         s.dec = pow2f(xs);
+        s.code = static_cast<uint8_t>(xs + 127);
       } else {
         s = qd::block_scale(a, ctx);
       }
       if (s.clamped) ++t.clamped;
       if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
       else job.scale_values[b] = s.dec;
-      scales[g] = s;
     }
     // Pass 2: cast (and dequantize).
     const bool group_rnd = M == Rounding::sr && job.last_axis &&
