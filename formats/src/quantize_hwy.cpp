@@ -26,6 +26,7 @@
 #define HWY_TARGET_INCLUDE "quantize_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
@@ -364,7 +365,15 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
                            elems <= static_cast<int64_t>(kRandWords);
     if (group_rnd)
       RandomFill(rnd, static_cast<size_t>(elems), static_cast<uint64_t>(boxes[0].base), k);
+    // Along the last axis the next sub-group's input follows this one: prefetch it while
+    // this one is cast (pass 1 otherwise waits on memory at every sub-group).
+    const float* next = job.x + boxes[cnt - 1].base + boxes[cnt - 1].cols;
+    const int64_t next_lines = job.last_axis && bg + cnt < b1 ? (elems + 15) / 16 : 0;
+    const int64_t lines_per_block = cnt > 0 ? (next_lines + cnt - 1) / cnt : 0;
     for (int64_t g = 0; g < cnt; ++g) {
+      for (int64_t l = g * lines_per_block; l < std::min(next_lines, (g + 1) * lines_per_block);
+           ++l)
+        hwy::Prefetch(next + l * 16);
       const qd::Box& box = boxes[g];
       const qd::BlockScale& s = scales[g];
       if (s.nan) {
