@@ -387,7 +387,9 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
   q.headroom_3_4 = opt.headroom_3_4;
   const bool simd = !g_force_scalar.load(std::memory_order_relaxed) &&
                     simd_supported(format, L, opt);
-  skip_codes = skip_codes && simd && out != nullptr;
+  const bool simd_axis0 = !simd && !g_force_scalar.load(std::memory_order_relaxed) &&
+                          simd_axis0_supported(format, L, opt);
+  skip_codes = skip_codes && (simd || simd_axis0) && out != nullptr;
   if (!skip_codes) q.codes.assign(static_cast<size_t>(L.numel), 0);
   const bool coded_scale = format.scale == ScaleFormat::e8m0 || format.scale == ScaleFormat::e4m3;
   const size_t nb = static_cast<size_t>(L.nblocks);
@@ -448,6 +450,72 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     q.stats.clamped_scales = t.clamped;
     q.stats.saturated = t.saturated;
     q.stats.flushed = t.flushed;
+    fused = out != nullptr;
+    return q;
+  }
+  if (simd_axis0) {
+    // Blocks along axis 0 of a 2-D tensor: per unit (one block row rb, W columns), the
+    // R_b x W tile is transposed into a buffer whose rows are the unit's blocks, cast by
+    // the last-axis kernel, and its values (and codes) transposed back.
+    const int64_t R = L.shape[0], C = L.shape[1], Lb = L.ext[0];
+    const int64_t W = std::max<int64_t>(16, int64_t{8192} / std::max<int64_t>(Lb, 1));
+    const int64_t chunks = (C + W - 1) / W, units = L.grid[0] * chunks;
+    uint32_t finite_max = 0;
+    int64_t clamped = 0, saturated = 0, flushed = 0;
+#pragma omp parallel num_threads(threads) if (parallel)
+    {
+      std::vector<float> in(static_cast<size_t>(Lb * W)), vals;
+      std::vector<uint8_t> cbuf;
+      if (out != nullptr) vals.resize(in.size());
+      if (codes != nullptr) cbuf.resize(in.size());
+      std::vector<uint8_t> sc(static_cast<size_t>(W));
+      std::vector<float> sv(static_cast<size_t>(W));
+      BlockTotals mine;
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; ++u) {
+        const int64_t rb = u / chunks, c0 = (u % chunks) * W;
+        const int64_t r0 = rb * Lb, nr = std::min(Lb, R - r0), nc = std::min(W, C - c0);
+        for (int64_t r = 0; r < nr; ++r) {
+          const float* src = xp + (r0 + r) * C + c0;
+          for (int64_t c = 0; c < nc; ++c) in[static_cast<size_t>(c * nr + r)] = src[c];
+        }
+        BlockJob job;
+        job.last_axis = true;
+        job.row_len = nr;
+        job.block_len = nr;
+        job.per_row = 1;
+        job.x = in.data();
+        job.codes = codes != nullptr ? cbuf.data() : nullptr;
+        job.out = out != nullptr ? vals.data() : nullptr;
+        job.ctx = &ctx;
+        if (coded_scale) job.scale_codes = sc.data();
+        else job.scale_values = sv.data();
+        simd_quantize_blocks(job, 0, nc, mine);
+        for (int64_t c = 0; c < nc; ++c) {
+          const size_t b = static_cast<size_t>(rb * C + c0 + c);
+          if (coded_scale) q.scale_codes[b] = sc[static_cast<size_t>(c)];
+          else q.scale_values[b] = sv[static_cast<size_t>(c)];
+        }
+        for (int64_t r = 0; r < nr; ++r) {
+          const int64_t d = (r0 + r) * C + c0;
+          if (out != nullptr)
+            for (int64_t c = 0; c < nc; ++c) out[d + c] = vals[static_cast<size_t>(c * nr + r)];
+          if (codes != nullptr)
+            for (int64_t c = 0; c < nc; ++c) codes[d + c] = cbuf[static_cast<size_t>(c * nr + r)];
+        }
+      }
+#pragma omp critical(lpx_quantize_merge)
+      {
+        clamped += mine.clamped;
+        saturated += mine.saturated;
+        flushed += mine.flushed;
+        finite_max = std::max(finite_max, mine.finite_max);
+      }
+    }
+    q.amax = bits_to_float(finite_max);
+    q.stats.clamped_scales = clamped;
+    q.stats.saturated = saturated;
+    q.stats.flushed = flushed;
     fused = out != nullptr;
     return q;
   }

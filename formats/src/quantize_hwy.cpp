@@ -6,7 +6,8 @@
 //      horizontal max. A block holding NaN/Inf takes the scalar block_amax (and below,
 //      the scalar cast): those blocks are rare and their semantics are all special cases.
 //   2. scale: the scalar block_scale() itself, once per block, so every scale rule and
-//      clamp is the reference's by construction.
+//      clamp is the reference's by construction; power-of-two scales run its branch
+//      inlined (the same scale_exponent() and clamp, quantize_internal.hpp).
 //   3. cast: y = x'' * m with m = 2^-X (power-of-two scales) or s_enc (fp32, e4m3), one
 //      float32 multiply per lane as the scalar code does; then the shared vector codec
 //      (codec_hwy-inl.h: EncodeVec, DecodeVec, Philox) gives the code and, for
@@ -552,6 +553,15 @@ bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions
   co.round = opt.round;
   co.sr_bits = opt.sr_bits;
   return layout_ok && opt.history == nullptr && simd::detail::vectorizable(f.element, co);
+}
+
+bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
+  if (L.kind != BlockShape::Kind::vector || L.shape.size() != 2 || L.col_axis != 0) return false;
+  if (f.two_level() || opt.round == Rounding::sr || opt.history != nullptr) return false;
+  CastOptions co;
+  co.round = opt.round;
+  co.sr_bits = opt.sr_bits;
+  return simd::detail::vectorizable(f.element, co);
 }
 
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {

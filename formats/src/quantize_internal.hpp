@@ -1,7 +1,7 @@
 // Internal interface of the block quantizer (quantize.hpp) between its scalar reference
 // and driver (quantize.cpp) and its SIMD kernels (quantize_hwy.cpp, Highway runtime
 // dispatch). The scalar per-block functions declared here are the reference: the SIMD
-// kernels call block_scale() for every scale and hand every block or vector they do not
+// kernels call block_scale() (or, for power-of-two scales, its branch inlined) for every scale and hand every block or vector they do not
 // take (NaN/Inf blocks, products that leave float32's normal range) to cast_block().
 // kernels/src/quantize.cu mirrors these scalar functions line by line.
 #pragma once
@@ -234,6 +234,11 @@ struct BlockTotals {
 
 // Whether the SIMD kernels take this quantization (format, layout and options).
 bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
+// Whether the axis-0 path takes it: a 2-D tensor with 1xN blocks along axis 0, rounding
+// other than sr (sr keys its random bits by the original flat index), one-level scales.
+// Tiles of whole column blocks are transposed into a buffer, run through the last-axis
+// kernel, and transposed back: every element sees the same value and block scale.
+bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
 // Scale, cast (and with job.out, dequantize) blocks [b0, b1); stores scales and codes.
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t);
 // Pass 1 of two-level scaling: the Amax of blocks [b0, b1) into amax[b].

@@ -2,8 +2,8 @@
 // reference (quantize_testing::force_scalar), bit for bit, on every SIMD target Highway
 // compiled in and this CPU supports: MX presets (e8m0, every scale rule), pow2 and fp32
 // scales, NVFP4 (1-D and 16x16), integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
-// sr; ragged shapes and odd block counts, both axes (axis 0 runs the scalar path and must
-// still agree), NaN/Inf blocks, zero blocks, float32 subnormals, blocks whose scales clamp,
+// sr; ragged shapes and odd block counts, both axes (axis 0 of 2-D tensors takes the
+// transposing axis-0 path for rounding other than sr, else the scalar path), NaN/Inf blocks, zero blocks, float32 subnormals, blocks whose scales clamp,
 // the 3/4 headroom and the subnormal flush, ieee overflow. Codes, scales, the tensor
 // scale, amax, statistics and the dequantized values must all match, for quantize,
 // dequantize and fake_quantize, and thread counts must not change any bit.
@@ -221,6 +221,7 @@ TEST_CASE("SIMD block quantization does not depend on the thread count",
       require_same(a, b);
       require_same_values(out1, out2);
       check_case(spec, shape, -1, o, x);  // the scalar reference, 2 threads
+      check_case(spec, shape, 0, o, x);   // blocks along axis 0 (the transposing path)
     }
   }
 }
