@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include "cli_util.hpp"
 #include "command.hpp"
+#include "lpx/divergence/detectors.hpp"
 #include "lpx/sim/trainer.hpp"
 
 namespace lpx::cli {
@@ -21,6 +23,8 @@ namespace {
 struct TrainArgs {
   std::string model = "mlp", recipe = "fp32", out, data, activation;
   int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
+  bool stop_on_divergence = false;
+  std::string thresholds;  // JSON file of divergence thresholds (defaults otherwise)
   uint64_t seed = 0;
   float lr = 0, weight_decay = 0;
   int batch = 0, threads = 0, layers = 0, channels = 0, heads = 0, context = 0;
@@ -75,7 +79,26 @@ void run_train(const TrainArgs& a) {
              trainer->recipe().name, cfg.steps, cfg.seed,
              first > 0 ? fmt::format(", resumed at step {}", first) : "");
   std::fflush(stdout);
+  // --stop-on-divergence: the online run-level detectors (non-finite values, loss and
+  // gradient-norm spikes, update-ratio drift) watch every step; the first flag ends the
+  // run after a checkpoint, so the log holds everything up to the flagged step.
+  struct StopRun {
+    div::Flag flag;
+  };
+  std::optional<div::Monitor> monitor;
+  if (!a.thresholds.empty() && !a.stop_on_divergence)
+    throw UsageError("train: --thresholds needs --stop-on-divergence");
+  if (a.stop_on_divergence) {
+    div::Thresholds t;
+    if (!a.thresholds.empty()) {
+      const std::vector<std::byte> text = read_raw_bytes(a.thresholds);
+      t = div::Thresholds::from_json(
+          std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+    }
+    monitor.emplace(t);
+  }
   const auto t0 = std::chrono::steady_clock::now();
+  try {
   trainer->run([&](const sim::StepMetrics& m, const std::optional<sim::EvalMetrics>& e) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t done = m.step + 1 - first;
@@ -96,7 +119,22 @@ void run_train(const TrainArgs& a) {
       std::fflush(stdout);
       std::_Exit(3);
     }
+    if (monitor) {
+      div::StepRecord r;
+      r.step = m.step;
+      r.loss = m.loss;
+      r.grad_norm = m.grad_norm;
+      r.update_ratio = m.update_ratio;
+      r.lr = static_cast<double>(m.lr);
+      const std::vector<div::Flag> flags = monitor->observe(r);
+      if (!flags.empty()) throw StopRun{flags.front()};
+    }
   });
+  } catch (const StopRun& stop) {
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!a.out.empty()) trainer->checkpoint();
+    fmt::print("stopped at step {} of {}: {}\n", stop.flag.step + 1, cfg.steps, stop.flag.describe());
+  }
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!a.out.empty()) fmt::print("log: {}\n", a.out);
 }
@@ -124,6 +162,9 @@ const bool registered = register_command(90, [](CLI::App& app) {
   cmd->add_option("--heads", a->heads, "gpt heads (default 4)");
   cmd->add_option("--context", a->context, "gpt context (default 64)");
   cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
+  cmd->add_flag("--stop-on-divergence", a->stop_on_divergence,
+                "End the run (after a checkpoint) at the first online divergence flag");
+  cmd->add_option("--thresholds", a->thresholds, "JSON file of divergence thresholds (with --stop-on-divergence)");
   cmd->add_option("--abort-after", a->abort_after, "Testing: exit abruptly after step N")->group("");
   cmd->footer(
       "Examples:\n"
