@@ -80,12 +80,17 @@ double AdamW::update(std::vector<float>& w, const std::vector<float>& g, float l
   }
   if (numerics_.master == Numerics::Master::bf16_sr)
     to_bf16(next_, Rounding::sr, seed_, kStreamMasterSr ^ static_cast<uint32_t>(step));
-  // ||w_new - w_old||, summed in double in index order
-  double du = 0;
+  // ||w_new - w_old|| and RMS(g^2 / v_hat), summed in double in index order so they do
+  // not depend on the thread count.
+  double du = 0, ratio = 0;
+  const double eps2 = double{eps} * eps;
   for (int64_t i = 0; i < n; ++i) {
-    const double d = double{next_[static_cast<size_t>(i)]} - double{w[static_cast<size_t>(i)]};
+    const auto k = static_cast<size_t>(i);
+    const double d = double{next_[k]} - double{w[k]};
     du += d * d;
+    ratio += double{g[k]} * g[k] / (double{v_[k]} / bc2 + eps2);
   }
+  adam_rms_ = n > 0 ? std::sqrt(ratio / static_cast<double>(n)) : 0;
   w.swap(next_);
   return std::sqrt(du);
 }

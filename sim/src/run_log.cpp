@@ -256,6 +256,7 @@ std::unique_ptr<RunLog> RunLog::create(const std::string& path, const RunHeader&
     create_extendible(g, "lr", H5T_IEEE_F32LE, {});
     create_extendible(g, "grad_norm", H5T_IEEE_F64LE, {});
     create_extendible(g, "update_ratio", H5T_IEEE_F64LE, {});
+    create_extendible(g, "adam_rms", H5T_IEEE_F64LE, {});
     create_extendible(g, "step_time_s", H5T_IEEE_F64LE, {});
   }
   {
@@ -310,6 +311,7 @@ void RunLog::append_step(const StepMetrics& m,
     append_row(g, "lr", H5T_NATIVE_FLOAT, &m.lr);
     append_row(g, "grad_norm", H5T_NATIVE_DOUBLE, &m.grad_norm);
     append_row(g, "update_ratio", H5T_NATIVE_DOUBLE, &m.update_ratio);
+    append_row(g, "adam_rms", H5T_NATIVE_DOUBLE, &m.adam_rms);
     append_row(g, "step_time_s", H5T_NATIVE_DOUBLE, &m.step_time_s);
   }
   const size_t L = std::max<size_t>(impl_->layers, 1);
@@ -382,7 +384,8 @@ void RunLog::truncate(int64_t steps) {
     const auto step = read_all<int64_t>(g, "step", H5T_NATIVE_INT64);
     hsize_t keep = 0;
     while (keep < step.size() && step[keep] < steps) ++keep;
-    for (const char* n : {"step", "loss", "lr", "grad_norm", "update_ratio", "step_time_s"}) set_rows(g, n, keep);
+    for (const char* n : {"step", "loss", "lr", "grad_norm", "update_ratio", "adam_rms", "step_time_s"})
+      set_rows(g, n, keep);
     Handle q(check(H5Gopen2(f, "quant", H5P_DEFAULT), "quant"));
     for (const char* n : kQuantFloat) set_rows(q, n, keep);
     set_rows(q, "clamped_blocks", keep);
@@ -415,6 +418,7 @@ RunData read_run_log(const std::string& path) {
       d.lr = read_all<float>(g, "lr", H5T_NATIVE_FLOAT);
       d.grad_norm = read_all<double>(g, "grad_norm", H5T_NATIVE_DOUBLE);
       d.update_ratio = read_all<double>(g, "update_ratio", H5T_NATIVE_DOUBLE);
+      d.adam_rms = read_all<double>(g, "adam_rms", H5T_NATIVE_DOUBLE);
     }
     {
       Handle g(check(H5Gopen2(f, "eval", H5P_DEFAULT), "eval"));

@@ -187,6 +187,7 @@ StepMetrics Trainer::step() {
   }
   m.lr = lr_at(step_);
   const double du = opt_->update(w, g, m.lr, s);
+  m.adam_rms = opt_->last_adam_rms();
   m.update_ratio = wn > 0 ? du / std::sqrt(wn) : 0;
   ++step_;
   losses_.push_back(m.loss);

@@ -157,6 +157,12 @@ TEST_CASE("the run log holds config, metrics, evals and per-operand statistics",
     }
   for (double g : d.grad_norm) CHECK(std::isfinite(g));
   for (double u : d.update_ratio) CHECK(u > 0);
+  // RMS(g^2 / v_hat): logged every step; exactly the fraction of nonzero gradients at the
+  // first step (v_hat = g^2 there), and of order 1 while training is healthy.
+  REQUIRE(d.adam_rms.size() == d.steps.size());
+  CHECK(d.adam_rms.front() > 0);
+  CHECK(d.adam_rms.front() <= 1.0 + 1e-6);
+  for (double a : d.adam_rms) CHECK((a > 0.05 && a < 3.0));
   std::filesystem::remove(path);
 }
 

@@ -126,6 +126,7 @@ void run_train(const TrainArgs& a) {
       r.grad_norm = m.grad_norm;
       r.update_ratio = m.update_ratio;
       r.lr = static_cast<double>(m.lr);
+      r.adam_rms = m.adam_rms;
       const std::vector<div::Flag> flags = monitor->observe(r);
       if (!flags.empty()) throw StopRun{flags.front()};
     }

@@ -36,6 +36,10 @@ class AdamW {
   double update(std::vector<float>& w, const std::vector<float>& g, float lr, uint64_t step);
   // Rounds freshly initialised weights to the master precision (bf16: RNE).
   void round_master(std::vector<float>& w) const;
+  // sqrt(mean(g^2 / (v_hat + eps^2))) of the last update, with v_hat the stored (possibly
+  // rounded) second moment, bias-corrected: about 1 while v tracks g^2, large when the
+  // second moment under-estimates the gradient (Wortsman et al. 2023).
+  double last_adam_rms() const { return adam_rms_; }
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
 
@@ -47,6 +51,7 @@ class AdamW {
   Numerics numerics_;
   uint64_t seed_;
   std::vector<float> m_, v_, next_;
+  double adam_rms_ = 0;
 };
 
 }  // namespace lpx::sim

@@ -18,6 +18,9 @@
 //       lr                    float32  learning rate used
 //       grad_norm             float64  global L2 norm of the gradient (before clipping)
 //       update_ratio          float64  ||w_new - w_old|| / ||w_old||
+//       adam_rms              float64  sqrt(mean(g^2 / (v_hat + eps^2))) over all parameters,
+//                                      v_hat the bias-corrected second moment after the
+//                                      update (Wortsman et al. 2023: it grows before spikes)
 //       step_time_s           float64  wall time of the step (not deterministic)
 //   /eval/                    one row per evaluation
 //       step                  int64    completed steps when evaluated
@@ -100,7 +103,7 @@ class RunLog {
 // Everything in a log, for tests and tools.
 struct RunData {
   std::vector<int64_t> steps;
-  std::vector<double> loss, grad_norm, update_ratio;
+  std::vector<double> loss, grad_norm, update_ratio, adam_rms;
   std::vector<float> lr;
   std::vector<int64_t> eval_steps;
   std::vector<double> eval_loss, eval_accuracy;

@@ -45,7 +45,7 @@ struct TrainConfig {
 
 struct StepMetrics {
   int64_t step = 0;  // 0-based index of the step just taken
-  double loss = 0, grad_norm = 0, update_ratio = 0, step_time_s = 0;
+  double loss = 0, grad_norm = 0, update_ratio = 0, adam_rms = 0, step_time_s = 0;
   float lr = 0;
 };
 struct EvalMetrics {
