@@ -356,6 +356,16 @@ std::vector<int64_t> scale_grid_shape(std::span<const int64_t> shape, const Bloc
 
 namespace {
 
+// NVFP4's tensor scale (RECIPES.md): s_enc = (max_elem * 448) / amax_t over finite
+// values, capped at FLT_MAX, 1 when amax_t is 0; the decode scale is 1 / s_enc.
+void set_tensor_scale(float amax_t, Context& ctx, QuantizedTensor& q) {
+  float enc = 1.0f;
+  if (amax_t > 0.0f) enc = std::min((ctx.lim.max_elem * 448.0f) / amax_t, FLT_MAX);
+  ctx.tensor_enc = enc;
+  ctx.tensor_dec = 1.0f / enc;
+  q.tensor_scale = ctx.tensor_dec;
+}
+
 // quantize(), and with `out` (fake_quantize) the dequantized values as well when the
 // SIMD path runs (then `fused` is set; else the caller dequantizes).
 // With skip_codes (fake_quantize_values) the SIMD path writes no codes and q.codes stays
@@ -429,11 +439,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
           },
           [](Amax& t, const Amax& a) { t.merge(a); });
       const float amax_t = bits_to_float(total.finite);
-      float enc = 1.0f;
-      if (amax_t > 0.0f) enc = std::min((ctx.lim.max_elem * 448.0f) / amax_t, FLT_MAX);
-      ctx.tensor_enc = enc;
-      ctx.tensor_dec = 1.0f / enc;
-      q.tensor_scale = ctx.tensor_dec;
+      set_tensor_scale(amax_t, ctx, q);
       q.amax = amax_t;
       job.amax = amax.data();
     }
@@ -563,15 +569,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     Amax total;
     for (const Amax& a : amax) total.merge(a);
     q.amax = bits_to_float(total.finite);
-    if (format.two_level()) {
-      // s_enc = (max_elem * 448) / amax_t over finite values, capped; 1 when amax_t is 0.
-      const float amax_t = bits_to_float(total.finite);
-      float enc = 1.0f;
-      if (amax_t > 0.0f) enc = std::min((ctx.lim.max_elem * 448.0f) / amax_t, FLT_MAX);
-      ctx.tensor_enc = enc;
-      ctx.tensor_dec = 1.0f / enc;
-      q.tensor_scale = ctx.tensor_dec;
-    }
+    if (format.two_level()) set_tensor_scale(bits_to_float(total.finite), ctx, q);
     std::vector<BlockScale> scales;
     if (per_tensor) {
       scales.push_back(block_scale(total, ctx));

@@ -353,6 +353,17 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
 
 namespace {
 
+// The reference run's loss at each of `run`'s steps (NaN where the reference has none).
+std::vector<double> reference_loss_by_step(const Series& run, const Series* reference) {
+  std::vector<double> ref(run.rows(), kNaN);
+  if (!reference) return ref;
+  std::map<int64_t, double> by_step;
+  for (size_t i = 0; i < reference->rows(); ++i) by_step[reference->step[i]] = reference->loss[i];
+  for (size_t i = 0; i < run.rows(); ++i)
+    if (auto it = by_step.find(run.step[i]); it != by_step.end()) ref[i] = it->second;
+  return ref;
+}
+
 // Rising edges of per-row conditions (nullopt: not evaluated at that row, state kept).
 void edges(const std::vector<std::optional<bool>>& cond, const std::vector<int64_t>& step, int det,
            const std::function<std::vector<std::pair<std::string, double>>(size_t)>& evidence,
@@ -420,13 +431,7 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   }
   // reference_gap: reference losses aligned by step number
   {
-    std::vector<double> ref(n, kNaN);
-    if (reference) {
-      std::map<int64_t, double> by_step;
-      for (size_t i = 0; i < reference->rows(); ++i) by_step[reference->step[i]] = reference->loss[i];
-      for (size_t i = 0; i < n; ++i)
-        if (auto it = by_step.find(run.step[i]); it != by_step.end()) ref[i] = it->second;
-    }
+    const std::vector<double> ref = reference_loss_by_step(run, reference);
     std::vector<std::optional<bool>> c(n);
     std::vector<double> lm(n), rm(n), gap(n);
     std::vector<int> count(n);
@@ -536,13 +541,7 @@ Outcome judge(const Series& run, const Series* reference, const Thresholds& t, c
       break;
     }
   if (!o.diverged && n > 0) {
-    std::vector<double> ref(n, kNaN);
-    if (reference) {
-      std::map<int64_t, double> by_step;
-      for (size_t i = 0; i < reference->rows(); ++i) by_step[reference->step[i]] = reference->loss[i];
-      for (size_t i = 0; i < n; ++i)
-        if (auto it = by_step.find(run.step[i]); it != by_step.end()) ref[i] = it->second;
-    }
+    const std::vector<double> ref = reference_loss_by_step(run, reference);
     double best = kNaN;
     size_t streak = 0;
     for (size_t i = 0; i < n; ++i) {
