@@ -101,31 +101,6 @@ Layout make_layout(std::span<const int64_t> shape_in, const BlockFormat& f) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Scale rules from float32 bits (exact integer arithmetic; block_format.hpp).
-
-ElementLimits limits_of(const ElementFormat& e) {
-  ElementLimits l;
-  l.max_elem = static_cast<float>(max_finite(e));
-  const uint32_t b = float_to_bits(l.max_elem);
-  l.emax = floor_log2_bits(b);
-  l.max_sig = significand24(b);
-  l.mbits = e.is_integer ? std::max(0, e.bits - 2) : e.mantissa_bits;
-  return l;
-}
-
-// x * 2^k for k in [-127, 127], exact, except that a result below float32's normal range
-// is rounded to odd: it keeps a sticky bit, so the element rounding that follows (to a
-// grid far coarser than 2^-149) decides exactly as on the exact product.
-float mul_pow2_exact(float x, int k) {
-  const float y = x * pow2f(k);  // exact whenever the result is normal (or 0 / Inf / NaN)
-  if (!(std::fabs(y) <= FLT_MIN) || x == 0.0f) return y;
-  const double d = static_cast<double>(x) * std::ldexp(1.0, k);  // exact in double
-  if (static_cast<double>(y) == d) return y;
-  const float t = std::fabs(static_cast<double>(y)) > std::fabs(d) ? std::nextafter(y, 0.0f) : y;
-  return bits_to_float(float_to_bits(t) | 1u);
-}
-
-// ---------------------------------------------------------------------------------------
 // Per-block kernels. These are the pieces a SIMD implementation replaces; each is a plain
 // function of (input, box, context) so it can be swapped block by block.
 
@@ -139,62 +114,6 @@ Amax block_amax(const float* x, const Box& b, const QuantizeOptions& opt) {
   return a;
 }
 
-BlockScale block_scale(const Amax& a, const Context& ctx) {
-  const BlockFormat& f = *ctx.f;
-  BlockScale s;
-  const float qnan = bits_to_float(kF32QuietNanBits);
-  if (a.nonfinite()) {
-    s.nan = true;
-    s.dec = qnan;
-    s.enc = qnan;
-    s.code = f.scale == ScaleFormat::e4m3 ? static_cast<uint8_t>(fmt8::e4m3fn.nan_code)
-                                          : static_cast<uint8_t>(fmt8::e8m0.nan_code);
-    return s;
-  }
-  const float amax = bits_to_float(a.all);
-  switch (f.scale) {
-    case ScaleFormat::e8m0:
-    case ScaleFormat::pow2: {
-      int x = -127;  // all-zero block: the smallest scale, 2^-127 (code 0x00)
-      if (a.all != 0) {
-        const int raw = scale_exponent(a.all, f.rule, ctx.lim);
-        x = std::clamp(raw, -127, 127);
-        s.clamped = x != raw;
-      }
-      s.exponent = x;
-      s.code = static_cast<uint8_t>(x + 127);
-      s.dec = pow2f(x);
-      break;
-    }
-    case ScaleFormat::fp32: {
-      const float am = ctx.opt.history != nullptr ? ctx.history_amax : amax;
-      float enc = 1.0f;
-      if (am > 0.0f) {
-        // Transformer Engine: scale = max_fp8 / amax / 2^margin, in float32.
-        enc = std::ldexp(ctx.lim.max_elem / am, -ctx.opt.margin);
-        if (!(enc <= FLT_MAX)) {
-          enc = FLT_MAX;
-          s.clamped = true;
-        }
-      }
-      s.enc = enc;
-      s.dec = 1.0f / enc;
-      break;
-    }
-    case ScaleFormat::e4m3: {
-      // NVFP4 (RECIPES.md): s_dec_b = e4m3_rne_satfinite(amax_b * s_enc / max_elem), left to
-      // right in float32; s_enc_b = min(1 / (float(s_dec_b) * s_dec), FLT_MAX).
-      const float v = (amax * ctx.tensor_enc) / ctx.lim.max_elem;
-      s.code = static_cast<uint8_t>(encode(v, fmt8::e4m3fn, Rounding::rne, Overflow::sat));
-      s.dec = decode(s.code, fmt8::e4m3fn);
-      s.enc = std::min(1.0f / (s.dec * ctx.tensor_dec), FLT_MAX);
-      s.clamped = a.all != 0 && s.dec == 0.0f;
-      break;
-    }
-  }
-  return s;
-}
-
 void cast_block(const float* x, const Box& b, const BlockScale& s, const Context& ctx,
                 uint8_t* codes, QuantizeStats& st) {
   const BlockFormat& f = *ctx.f;
@@ -205,18 +124,11 @@ void cast_block(const float* x, const Box& b, const BlockScale& s, const Context
     const int64_t row = b.base + r * b.row_stride;
     for (int64_t c = 0; c < b.cols; ++c) {
       const int64_t i = row + c * b.col_stride;
-      if (s.nan) {
-        codes[i] = 0;
-        continue;
-      }
       const float xi = x[i];
-      const float p = prepare_element(xi, o);
-      const float scaled = pow2 ? mul_pow2_exact(p, -s.exponent) : p * s.enc;
-      const uint32_t rnd =
-          o.round == Rounding::sr ? random_bits(o.seed, o.stream, static_cast<uint64_t>(i)) : 0u;
-      const uint32_t code = encode(scaled, f.element, o.round, o.overflow, rnd, o.sr_bits);
+      const auto [code, scaled] =
+          block_scaling::quantize_element(xi, s, pow2, f.element, o, static_cast<uint64_t>(i));
       codes[i] = static_cast<uint8_t>(code);
-      if (!std::isfinite(xi)) continue;
+      if (s.nan || !std::isfinite(xi)) continue;
       if (std::fabs(scaled) > ctx.lim.max_elem && !(two_level && s.dec == 0.0f)) ++st.saturated;
       if (xi != 0.0f &&
           dequant_value(code, s.dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4) == 0.0f)
@@ -238,15 +150,8 @@ void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
     const float dec = stored_dec(s, f.scale);
     for (int64_t k = i; k < i + n; ++k) {
       const float xi = job.x[k];
-      uint32_t code = 0;
-      float scaled = 0.0f;
-      if (!s.nan) {
-        const float p = prepare_element(xi, o);
-        scaled = pow2 ? mul_pow2_exact(p, -s.exponent) : p * s.enc;
-        const uint32_t rnd =
-            o.round == Rounding::sr ? random_bits(o.seed, o.stream, static_cast<uint64_t>(k)) : 0u;
-        code = encode(scaled, f.element, o.round, o.overflow, rnd, o.sr_bits);
-      }
+      const auto [code, scaled] =
+          block_scaling::quantize_element(xi, s, pow2, f.element, o, static_cast<uint64_t>(k));
       if (job.out != nullptr)
         job.out[k] = dequant_value(code, dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4);
       if (s.nan || !std::isfinite(xi)) continue;
@@ -359,8 +264,7 @@ namespace {
 // NVFP4's tensor scale (RECIPES.md): s_enc = (max_elem * 448) / amax_t over finite
 // values, capped at FLT_MAX, 1 when amax_t is 0; the decode scale is 1 / s_enc.
 void set_tensor_scale(float amax_t, Context& ctx, QuantizedTensor& q) {
-  float enc = 1.0f;
-  if (amax_t > 0.0f) enc = std::min((ctx.lim.max_elem * 448.0f) / amax_t, FLT_MAX);
+  const float enc = block_scaling::tensor_encode_scale(amax_t, ctx.lim.max_elem);
   ctx.tensor_enc = enc;
   ctx.tensor_dec = 1.0f / enc;
   q.tensor_scale = ctx.tensor_dec;
@@ -623,11 +527,8 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
   const bool two_level = f.two_level();
   auto block_dec = [&](int64_t b) -> float {
     const size_t i = static_cast<size_t>(b);
-    switch (f.scale) {
-      case ScaleFormat::e8m0: return decode(q.scale_codes[i], fmt8::e8m0);  // 0xFF: NaN
-      case ScaleFormat::e4m3: return decode(q.scale_codes[i], fmt8::e4m3fn);
-      default: return q.scale_values[i];
-    }
+    return coded_scale ? block_scaling::decode_scale(f.scale, q.scale_codes[i], 0.0f)
+                       : q.scale_values[i];
   };
   const uint8_t* codes = q.codes.data();
   float* o = out.data();

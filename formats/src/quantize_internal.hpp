@@ -3,7 +3,6 @@
 // dispatch). The scalar per-block functions declared here are the reference: the SIMD
 // kernels call block_scale() (or, for power-of-two scales, its branch inlined) for every scale and hand every block or vector they do not
 // take (NaN/Inf blocks, products that leave float32's normal range) to cast_block().
-// kernels/src/quantize.cu mirrors these scalar functions line by line.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "lpx/formats/block_scale.hpp"
 #include "lpx/formats/codec.hpp"
 #include "lpx/formats/quantize.hpp"
 #include "lpx/numerics/float_bits.hpp"
@@ -63,53 +63,21 @@ struct Layout {
 
 Layout make_layout(std::span<const int64_t> shape, const BlockFormat& f);
 
-struct ElementLimits {
-  float max_elem = 0;
-  int emax = 0;          // floor(log2 max_elem)
-  uint32_t max_sig = 0;  // significand24(max_elem)
-  int mbits = 0;         // mantissa width for the `even` rule
-};
-
-// Scale rules from float32 bits (exact integer arithmetic; block_format.hpp). Inline so
-// the SIMD kernels compute power-of-two scales without a call per block.
-
-// floor(log2 a) of a positive finite float given by its bits (subnormals included).
-inline int floor_log2_bits(uint32_t b) {
-  const uint32_t biased = b >> 23;
-  if (biased != 0) return static_cast<int>(biased) - kF32Bias;
-  return static_cast<int>(std::bit_width(b)) - 1 - 149;  // b = m, value m * 2^-149
-}
-// The significand of a positive finite float, normalized to 24 bits (1.xxx * 2^23).
-inline uint32_t significand24(uint32_t b) {
-  if ((b >> 23) != 0) return (b & 0x7fffffu) | 0x800000u;
-  return b << (24 - std::bit_width(b));
-}
-
-// The unclamped scale exponent X of a block with finite amax > 0 (amax_bits = its bits).
-inline int scale_exponent(uint32_t amax_bits, ScaleRule rule, const ElementLimits& l) {
-  const int e = floor_log2_bits(amax_bits);
-  switch (rule) {
-    case ScaleRule::floor: return e - l.emax;
-    case ScaleRule::ceil: {
-      // amax is a power of two iff its normalized significand is exactly 2^23.
-      const bool pow2 = significand24(amax_bits) == 0x800000u;
-      return e + (pow2 ? 0 : 1) - l.emax;
-    }
-    case ScaleRule::rceil:
-      // amax / max_elem = (a / m) * 2^(e - emax) with a, m in [1, 2): the ceil of its
-      // log2 is e - emax, plus one iff a > m (a == m is exact, a < m lies in (-1, 0)).
-      return e - l.emax + (significand24(amax_bits) > l.max_sig ? 1 : 0);
-    case ScaleRule::even: {
-      // Round amax half-up to 1 + mbits significant bits by adding half an ulp of that
-      // width to the float32 bits (a carry moves into the exponent field), then floor.
-      const uint32_t rounded = amax_bits + (1u << (22 - l.mbits));
-      const uint32_t biased = rounded >> 23;
-      // A subnormal amax that stays subnormal keeps its own floor (its scale clamps).
-      return (biased != 0 ? static_cast<int>(biased) - kF32Bias : e) - l.emax;
-    }
-  }
-  return 0;
-}
+// The scale rule itself (ElementLimits, scale_exponent, Amax, BlockScale, block_scale,
+// mul_pow2_exact, prepare, dequant_value, ...) is lpx/formats/block_scale.hpp: LPX_HD code
+// shared with the CUDA kernels.
+using block_scaling::Amax;
+using block_scaling::BlockScale;
+using block_scaling::dequant_value;
+using block_scaling::ElementLimits;
+using block_scaling::floor_log2_bits;
+using block_scaling::limits_of;
+using block_scaling::mul_pow2_exact;
+using block_scaling::prepare;
+using block_scaling::prepare_element;
+using block_scaling::scale_exponent;
+using block_scaling::significand24;
+using block_scaling::stored_dec;
 
 struct Context {
   const BlockFormat* f = nullptr;
@@ -119,69 +87,22 @@ struct Context {
   float history_amax = 0.0f;
 };
 
-// Maxima of |x'| as float32 bits: over all elements (>= Inf bits: the block has a NaN or
-// an Inf) and over finite elements only. Bits compare like magnitudes.
-struct Amax {
-  uint32_t all = 0, finite = 0;
-  void add(uint32_t abs_bits) {
-    all = std::max(all, abs_bits);
-    if (abs_bits < kF32InfBits) finite = std::max(finite, abs_bits);
-  }
-  void merge(const Amax& o) {
-    all = std::max(all, o.all);
-    finite = std::max(finite, o.finite);
-  }
-  bool nonfinite() const { return all >= kF32InfBits; }
-};
-
-// One block's scale: how to encode (x -> scaled) and how to decode (v * dec).
-struct BlockScale {
-  bool nan = false;
-  bool clamped = false;
-  int exponent = 0;     // power-of-two scales: X
-  float enc = 1.0f;     // fp32 / e4m3: the encode multiplier
-  float dec = 1.0f;     // decode multiplier: 2^X, s_dec, float(s_dec_b); NaN for NaN blocks
-  uint8_t code = 0;     // e8m0 / e4m3 code
-};
-
 // The scalar per-block reference (quantize.cpp).
-float mul_pow2_exact(float x, int k);
 Amax block_amax(const float* x, const Box& b, const QuantizeOptions& opt);
-BlockScale block_scale(const Amax& a, const Context& ctx);
+inline BlockScale block_scale(const Amax& a, const Context& ctx) {
+  block_scaling::ScaleParams p;
+  p.scale = ctx.f->scale;
+  p.rule = ctx.f->rule;
+  p.lim = ctx.lim;
+  p.margin = ctx.opt.margin;
+  p.fixed_amax = ctx.opt.history != nullptr;
+  p.history_amax = ctx.history_amax;
+  p.tensor_enc = ctx.tensor_enc;
+  p.tensor_dec = ctx.tensor_dec;
+  return block_scaling::block_scale(a, p);
+}
 void cast_block(const float* x, const Box& b, const BlockScale& s, const Context& ctx,
                 uint8_t* codes, QuantizeStats& st);
-
-// The input as the scale sees it: float32 subnormals zeroed when the option says so.
-inline float prepare(float x, const QuantizeOptions& opt) {
-  if (opt.flush_subnormal_inputs && (float_to_bits(x) & kF32AbsMask) < 0x800000u)
-    x = std::copysign(0.0f, x);
-  return x;
-}
-// The input as the element cast sees it: the 3/4 headroom is applied after the scale was
-// chosen from the unscaled amax, so |x * 3/4| / scale stays below the element's max and
-// stochastic rounding cannot clip (Tseng et al. 2025, section 3.2).
-inline float prepare_element(float x, const QuantizeOptions& opt) {
-  const float p = prepare(x, opt);
-  return opt.headroom_3_4 ? p * 0.75f : p;
-}
-
-// The float32 value of one element code under its block scale (quantize.hpp).
-inline float dequant_value(uint32_t code, float dec, const ElementFormat& e, bool two_level,
-                           float tensor_dec, bool headroom) {
-  float v = decode(code, e) * dec;
-  if (two_level) v = v * tensor_dec;
-  if (headroom) v = v / 0.75f;
-  return v;
-}
-
-// The decode multiplier dequantize() reads back from a stored scale.
-inline float stored_dec(const BlockScale& s, ScaleFormat f) {
-  switch (f) {
-    case ScaleFormat::e8m0: return decode(s.code, fmt8::e8m0);
-    case ScaleFormat::e4m3: return decode(s.code, fmt8::e4m3fn);
-    default: return s.dec;
-  }
-}
 
 // ---------------------------------------------------------------------------------------
 // SIMD kernels (quantize_hwy.cpp). A job is a range of blocks whose boxes have contiguous
@@ -219,11 +140,9 @@ struct BlockJob {
   // The decode multiplier of block b as dequantize() reads it from the stored scale.
   float dec_of(int64_t b) const {
     const size_t i = static_cast<size_t>(b);
-    switch (scale_format) {
-      case ScaleFormat::e8m0: return decode(scale_codes[i], fmt8::e8m0);  // 0xFF: NaN
-      case ScaleFormat::e4m3: return decode(scale_codes[i], fmt8::e4m3fn);
-      default: return scale_values[i];
-    }
+    return block_scaling::coded(scale_format)
+               ? block_scaling::decode_scale(scale_format, scale_codes[i], 0.0f)
+               : scale_values[i];
   }
 };
 
