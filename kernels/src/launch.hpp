@@ -43,6 +43,21 @@ void quantize(const float* x, size_t rows, size_t cols, size_t br, size_t bc, co
 void quantize_h2h(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
                   const BlockFormat& f, const QuantizeOptions& opt, uint8_t* codes,
                   uint8_t* scale_codes, float* scale_values, float* tensor_scale);
+// fake_quantize: quantize and dequantize in one pass, no codes (out is (rows, cols)).
+void fake_quantize(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
+                   const BlockFormat& f, const QuantizeOptions& opt, float* out,
+                   uint8_t* scale_codes, float* scale_values, float* tensor_scale, void* stream);
+void fake_quantize_h2h(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
+                       const BlockFormat& f, const QuantizeOptions& opt, float* out,
+                       uint8_t* scale_codes, float* scale_values, float* tensor_scale);
+// dequantize: codes and stored scales to float32 (out_bf16: bfloat16 bits, RNE).
+// tensor_scale is a device pointer to s_dec (read for two-level formats only).
+void dequantize(const uint8_t* codes, const uint8_t* scale_codes, const float* scale_values,
+                const float* tensor_scale, size_t rows, size_t cols, size_t br, size_t bc,
+                const BlockFormat& f, bool headroom_3_4, void* out, bool out_bf16, void* stream);
+void dequantize_h2h(const uint8_t* codes, const uint8_t* scale_codes, const float* scale_values,
+                    const float* tensor_scale, size_t rows, size_t cols, size_t br, size_t bc,
+                    const BlockFormat& f, bool headroom_3_4, float* out);
 
 void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand& w, void* y,
           GemmDtype out_dtype, void* stream);

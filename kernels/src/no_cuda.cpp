@@ -30,6 +30,14 @@ void quantize(const float*, size_t, size_t, size_t, size_t, const BlockFormat&, 
               uint8_t*, uint8_t*, float*, float*, void*) { none(); }
 void quantize_h2h(const float*, size_t, size_t, size_t, size_t, const BlockFormat&,
                   const QuantizeOptions&, uint8_t*, uint8_t*, float*, float*) { none(); }
+void fake_quantize(const float*, size_t, size_t, size_t, size_t, const BlockFormat&,
+                   const QuantizeOptions&, float*, uint8_t*, float*, float*, void*) { none(); }
+void fake_quantize_h2h(const float*, size_t, size_t, size_t, size_t, const BlockFormat&,
+                       const QuantizeOptions&, float*, uint8_t*, float*, float*) { none(); }
+void dequantize(const uint8_t*, const uint8_t*, const float*, const float*, size_t, size_t, size_t,
+                size_t, const BlockFormat&, bool, void*, bool, void*) { none(); }
+void dequantize_h2h(const uint8_t*, const uint8_t*, const float*, const float*, size_t, size_t,
+                    size_t, size_t, const BlockFormat&, bool, float*) { none(); }
 void gemm(size_t, size_t, size_t, const GemmOperand&, const GemmOperand&, void*, GemmDtype, void*) { none(); }
 bool hw_cvt_h2h(const float*, uint8_t*, size_t, HwCvt) { none(); }
 }  // namespace launch

@@ -1,6 +1,8 @@
-// Block quantization on the device against lpx::quantize() (the CPU oracle), codes and
-// scales bit for bit, over MX / NVFP4 / 1x128 / 16x16 formats, rows and columns, ragged
-// shapes and special inputs; the argument checks always (they precede any CUDA call).
+// Block quantization, dequantization and fused fake quantization on the device against
+// lpx::quantize() / dequantize() / fake_quantize_values() (the CPU oracle): codes, scales
+// and values bit for bit (a NaN value equals any NaN: its payload is the executor's),
+// over MX / NVFP4 / 1x128 / 16x16 formats, rows and columns, ragged shapes and special
+// inputs; the argument checks always (they precede any CUDA call).
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -15,6 +17,23 @@
 #include "lpx/numerics/philox.hpp"
 
 using namespace lpx;
+
+namespace {
+
+// Bits equal, or both NaN (a NaN's payload is the executor's; see kernels/quantize.hpp).
+size_t value_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t bad = a.size() != b.size() ? 1 : 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    bad += float_to_bits(a[i]) != float_to_bits(b[i]) && !(a[i] != a[i] && b[i] != b[i]);
+  return bad;
+}
+
+const char* const kSpecs[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4",
+                              "mxint8", "e2m1:b32:e8m0:rceil", "e4m3:b32:e8m0:ceil",
+                              "e2m1:b32:e8m0:even", "nvfp4", "nvfp4_2d", "fp8_block128",
+                              "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0"};
+
+}  // namespace
 
 TEST_CASE("device quantize rejects what it cannot do, before any CUDA call") {
   std::vector<float> x(64, 1.0f);
@@ -44,6 +63,69 @@ TEST_CASE("device quantize rejects what it cannot do, before any CUDA call") {
     CHECK_THROWS_AS(kernels::quantize_host(x, s2, mx, {}), std::runtime_error);
 }
 
+TEST_CASE("device dequantize and fake_quantize check their arguments before any CUDA call") {
+  std::vector<float> x(64, 1.0f), out(64);
+  const std::vector<int64_t> s2{2, 32}, s3{2, 2, 16};
+  const BlockFormat mx = parse_block_format("mxfp8_e4m3");
+  const BlockFormat nv = parse_block_format("nvfp4");
+  // dequantize_host: the same checks as lpx::dequantize.
+  QuantizedTensor q = quantize({x, s2}, mx);
+  CHECK_NOTHROW(dequantize(q, out));
+  QuantizedTensor bad = q;
+  bad.codes.resize(10);
+  CHECK_THROWS_AS(kernels::dequantize_host(bad, out), std::invalid_argument);
+  bad = q;
+  bad.scale_codes.pop_back();
+  CHECK_THROWS_AS(kernels::dequantize_host(bad, out), std::invalid_argument);
+  bad = q;
+  bad.shape = s3;
+  CHECK_THROWS_AS(kernels::dequantize_host(bad, out), std::invalid_argument);
+  CHECK_THROWS_AS(kernels::dequantize_host(q, std::span<float>(out).first(32)),
+                  std::invalid_argument);
+  QuantizedTensor qn = quantize({x, s2}, nv);
+  qn.tensor_scale.reset();
+  CHECK_THROWS_WITH(kernels::dequantize_host(qn, out), Catch::Contains("tensor scale"));
+  bad = q;
+  bad.format = parse_block_format("fp8_tensor");
+  CHECK_THROWS_AS(kernels::dequantize_host(bad, out), std::invalid_argument);
+  // dequantize_device: null pointers, a two-level format without its tensor scale.
+  std::vector<uint8_t> codes(64), sc(2);
+  CHECK_THROWS_AS(kernels::dequantize_device(nullptr, sc.data(), nullptr, nullptr, 2, 32, mx, false,
+                                             out.data()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(kernels::dequantize_device(codes.data(), nullptr, nullptr, nullptr, 2, 32, mx,
+                                             false, out.data()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(kernels::dequantize_device(codes.data(), sc.data(), nullptr, nullptr, 2, 32, mx,
+                                             false, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_WITH(kernels::dequantize_device(codes.data(), sc.data(), nullptr, nullptr, 2, 32, nv,
+                                               false, out.data()),
+                    Catch::Contains("tensor_scale"));
+  // fake_quantize: sizes, rank, options, pointers.
+  CHECK_THROWS_AS(kernels::fake_quantize_host(x, s2, std::span<float>(out).first(63), mx, {}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(kernels::fake_quantize_host(x, s3, out, mx, {}), std::invalid_argument);
+  QuantizeOptions sr40;
+  sr40.sr_bits = 40;
+  CHECK_THROWS_WITH(kernels::fake_quantize_host(x, s2, out, mx, sr40), Catch::Contains("sr_bits"));
+  CHECK_THROWS_AS(kernels::fake_quantize_device(x.data(), 2, 32, mx, {}, nullptr),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(kernels::fake_quantize_device(nullptr, 2, 32, mx, {}, out.data()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(kernels::fake_quantize_device(x.data(), 2, 32, parse_block_format("fp8_tensor"),
+                                                {}, out.data()),
+                  std::invalid_argument);
+  // Empty tensors are valid and touch no device.
+  CHECK_NOTHROW(kernels::fake_quantize_device(nullptr, 0, 32, mx, {}, nullptr));
+  const std::vector<int64_t> empty{0, 32};
+  CHECK(kernels::fake_quantize_host({}, empty, {}, mx, {}).scale_codes.empty());
+  if (!kernels::cuda_available()) {
+    CHECK_THROWS_AS(kernels::dequantize_host(q, out), std::runtime_error);
+    CHECK_THROWS_AS(kernels::fake_quantize_host(x, s2, out, mx, {}), std::runtime_error);
+  }
+}
+
 TEST_CASE("device quantize equals lpx::quantize bit for bit") {
   if (!kernels::cuda_available()) {
     WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
@@ -58,10 +140,7 @@ TEST_CASE("device quantize equals lpx::quantize bit for bit") {
     if (i % 2003 == 0) x[i] = 1e-40f;  // float32 subnormal
   }
   for (size_t i = 32 * 301; i < 33 * 301; ++i) x[i] = 0.0f;  // a zero row
-  for (const char* spec : {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8",
-                           "e2m1:b32:e8m0:rceil", "e4m3:b32:e8m0:ceil", "e2m1:b32:e8m0:even",
-                           "nvfp4", "nvfp4_2d", "fp8_block128", "fp8_block128x128", "e4m3:b128:pow2",
-                           "e2m0:16x16:e8m0"}) {
+  for (const char* spec : kSpecs) {
     for (int axis : {-1, 0}) {
       for (Rounding r : {Rounding::rne, Rounding::sr}) {
         BlockFormat f = parse_block_format(spec);
@@ -82,6 +161,59 @@ TEST_CASE("device quantize equals lpx::quantize bit for bit") {
         CHECK(cpu.tensor_scale.has_value() == dev.tensor_scale.has_value());
         if (cpu.tensor_scale && dev.tensor_scale)
           CHECK(float_to_bits(*cpu.tensor_scale) == float_to_bits(*dev.tensor_scale));
+      }
+    }
+  }
+}
+
+TEST_CASE("device dequantize and fused fake_quantize equal the CPU bit for bit") {
+  if (!kernels::cuda_available()) {
+    WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
+    return;
+  }
+  const std::vector<int64_t> shape{45, 203};  // ragged in both directions
+  std::vector<float> x(static_cast<size_t>(shape[0] * shape[1]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t r = random_bits(5, 1, i);
+    x[i] = static_cast<float>(static_cast<int32_t>(r)) * 0x1p-31f * (i % 5 == 0 ? 300.0f : 1.0f);
+    if (i % 997 == 0) x[i] = std::numeric_limits<float>::infinity();
+    if (i % 1999 == 0) x[i] = -2e-39f;  // float32 subnormal
+  }
+  for (size_t i = 16 * 203; i < 17 * 203; ++i) x[i] = 0.0f;  // a zero row
+  for (const char* spec : kSpecs) {
+    for (int axis : {-1, 0}) {
+      for (Rounding r : {Rounding::rne, Rounding::sr}) {
+        for (bool headroom : {false, true}) {
+          BlockFormat f = parse_block_format(spec);
+          f.block.axis = axis;
+          INFO(spec << " axis " << axis << " " << rounding_name(r) << " headroom " << headroom);
+          QuantizeOptions o;
+          o.round = r;
+          o.seed = 23;
+          o.stream = 4;
+          o.headroom_3_4 = headroom;
+          o.flush_subnormal_inputs = headroom;  // both options on or off
+          // dequantize: the CPU's codes and scales through the device.
+          const QuantizedTensor q = quantize({x, shape}, f, o);
+          std::vector<float> cpu(x.size()), dev(x.size());
+          dequantize(q, cpu);
+          kernels::dequantize_host(q, dev);
+          CHECK(value_mismatches(cpu, dev) == 0);
+          // fake_quantize: values, scales and tensor scale.
+          std::vector<float> cpu_fq(x.size()), dev_fq(x.size());
+          const QuantizedTensor cq = fake_quantize_values({x, shape}, cpu_fq, f, o);
+          const QuantizedTensor dq = kernels::fake_quantize_host(x, shape, dev_fq, f, o);
+          CHECK(value_mismatches(cpu_fq, dev_fq) == 0);
+          CHECK(dq.codes.empty());
+          CHECK(cq.scale_shape == dq.scale_shape);
+          CHECK(cq.scale_codes == dq.scale_codes);
+          REQUIRE(cq.scale_values.size() == dq.scale_values.size());
+          CHECK(std::memcmp(cq.scale_values.data(), dq.scale_values.data(),
+                            cq.scale_values.size() * sizeof(float)) == 0);
+          CHECK(cq.tensor_scale.has_value() == dq.tensor_scale.has_value());
+          if (cq.tensor_scale && dq.tensor_scale)
+            CHECK(float_to_bits(*cq.tensor_scale) == float_to_bits(*dq.tensor_scale));
+        }
       }
     }
   }

@@ -1,8 +1,10 @@
-// Block-scaled quantization on the device, bit-identical to lpx::quantize()
-// (formats/quantize.hpp, the oracle): MX 1x32 blocks along rows or columns (OCP MX v1.0,
-// every scale rule), NVFP4 two-level 1x16 and 16x16 (RECIPES.md operation order),
-// DeepSeek-V3 1x128 / 128x128 FP32-scaled tiles, and any other 1xN, Nx1 or RxC block of
-// the BlockFormat grammar with e8m0 / pow2 / fp32 / e4m3 scales.
+// Block-scaled quantization on the device, bit-identical to lpx::quantize(),
+// lpx::dequantize() and lpx::fake_quantize() (formats/quantize.hpp, the oracle): MX 1x32
+// blocks along rows or columns (OCP MX v1.0, every scale rule), NVFP4 two-level 1x16 and
+// 16x16 (RECIPES.md operation order), DeepSeek-V3 1x128 / 128x128 FP32-scaled tiles, and
+// any other 1xN, Nx1 or RxC block of the BlockFormat grammar with e8m0 / pow2 / fp32 /
+// e4m3 scales. The scale rule, the element cast and the dequantized value are the LPX_HD
+// functions of lpx/formats/block_scale.hpp, shared with the CPU library.
 //
 // Tensors are 1-D (one row) or 2-D (rows, cols) row-major float32. A block is an RxC box:
 //   vector along the last axis  1 x length       vector along axis 0  length x 1
@@ -10,11 +12,12 @@
 // Ragged edge blocks are shorter, as in the CPU library. The scale grid is
 // (ceil(rows / R), ceil(cols / C)) in C order — lpx::QuantizedTensor::scale_shape.
 // Not on the device (std::invalid_argument): per-tensor and per-channel blocks, an amax
-// history (delayed scaling), ranks above 2. QuantizeStats are not computed.
+// history (delayed scaling), ranks above 2. QuantizeStats and amax are not computed.
 //
-// The per-block scale computation mirrors formats/src/quantize.cpp (block_scale,
-// scale_exponent, mul_pow2_exact, cast_block) in kernels/src/quantize.cu, because the CPU
-// versions are not LPX_HD; that scale rule should become shared LPX_HD code in formats/.
+// NaN values: a dequantized NaN (a NaN block) is NaN on both executors, but its payload
+// is the executor's (x86 propagates the operand's NaN, NVIDIA GPUs return 0x7FFFFFFF), so
+// values compare bit for bit except that any NaN equals any NaN. Codes and scales
+// compare bit for bit without exception.
 #pragma once
 
 #include <cstddef>
@@ -26,18 +29,48 @@
 
 namespace lpx::kernels {
 
-// Device pointers. x is (rows, cols); codes is (rows, cols) bytes; scale_codes (e8m0,
-// e4m3) or scale_values (pow2, fp32: the decode multiplier) is the scale grid;
-// tensor_scale (e4m3 only) receives the float32 decode scale s_dec. Pointers a format
-// does not use may be null.
+// --- Device pointers. `stream` is a cudaStream_t (nullptr: the default stream).
+
+// x is (rows, cols); codes is (rows, cols) bytes; scale_codes (e8m0, e4m3) or
+// scale_values (pow2, fp32: the decode multiplier) is the scale grid; tensor_scale (e4m3
+// only) receives the float32 decode scale s_dec. Pointers a format does not use may be
+// null. Returns when the kernels are done.
 void quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat& f,
                      const QuantizeOptions& opt, uint8_t* codes, uint8_t* scale_codes,
                      float* scale_values, float* tensor_scale, void* stream = nullptr);
 
-// Host to host: the same result as lpx::quantize(x, f, opt) (codes, scale_codes,
-// scale_values, tensor_scale, shape, scale_shape; amax and stats left 0). shape has
-// rank 1 or 2.
+// Codes and stored scales (as quantize_device writes them) to float32 out (rows, cols):
+// lpx::dequantize. tensor_scale is a device pointer to s_dec, required for e4m3 (two-level)
+// scales, ignored otherwise; headroom_3_4 is QuantizedTensor::headroom_3_4 (divide by 3/4
+// last). Asynchronous with respect to the host.
+void dequantize_device(const uint8_t* codes, const uint8_t* scale_codes, const float* scale_values,
+                       const float* tensor_scale, size_t rows, size_t cols, const BlockFormat& f,
+                       bool headroom_3_4, float* out, void* stream = nullptr);
+
+// Fused fake quantization: out (rows, cols) = dequantize(quantize(x)) without writing
+// element codes (lpx::fake_quantize / fake_quantize_values). The scales and tensor scale
+// are stored where their pointers are not null (all may be null). out may equal x (in
+// place). Returns when the kernels are done.
+void fake_quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat& f,
+                          const QuantizeOptions& opt, float* out, uint8_t* scale_codes = nullptr,
+                          float* scale_values = nullptr, float* tensor_scale = nullptr,
+                          void* stream = nullptr);
+
+// --- Host to host (validation and tests): copy in, run, copy back, synchronously.
+
+// The same result as lpx::quantize(x, f, opt) (codes, scale_codes, scale_values,
+// tensor_scale, shape, scale_shape; amax and stats left 0). shape has rank 1 or 2.
 QuantizedTensor quantize_host(std::span<const float> x, std::span<const int64_t> shape,
                               const BlockFormat& f, const QuantizeOptions& opt);
+
+// lpx::dequantize(q, out) on the device: q.shape has rank 1 or 2; the same checks as the
+// CPU (codes and scales matching the shapes, the tensor scale of a two-level format).
+void dequantize_host(const QuantizedTensor& q, std::span<float> out);
+
+// lpx::fake_quantize_values(x, out, f, opt) on the device: out receives the values; the
+// returned tensor has the scales, tensor scale, shape and scale shape, and no codes.
+QuantizedTensor fake_quantize_host(std::span<const float> x, std::span<const int64_t> shape,
+                                   std::span<float> out, const BlockFormat& f,
+                                   const QuantizeOptions& opt);
 
 }  // namespace lpx::kernels
