@@ -30,6 +30,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using detail::DecodeConsts;
 using detail::EncodeConsts;
+using detail::FastConsts;
 using detail::PhiloxConsts;
 
 #if HWY_TARGET != HWY_SCALAR
@@ -46,6 +47,22 @@ HWY_INLINE void StoreOut(VI code, uint16_t* p, const DecodeConsts&) {
 HWY_INLINE void StoreOut(VI code, float* p, const DecodeConsts& dc) {
   hn::StoreU(DecodeVec(code, dc), DF(), p);
 }
+
+// One vector of results: codes (integer outputs) or decoded values (float output), from
+// the short path (kFast, codec_simd.hpp: fast_path_ok) or the general vector codec.
+template <Rounding M, bool kInt, bool kFast, class Out>
+HWY_INLINE void EncodeStore(VI bits, VI rnd, Out* p, const EncodeConsts& ec,
+                            const FastConsts& fc, const DecodeConsts& dc) {
+  if constexpr (kFast && !kInt) {
+    if constexpr (std::is_same_v<Out, float>) {
+      hn::StoreU(hn::BitCast(DF(), FastFakeVec<M>(bits, rnd, fc)), DF(), p);
+    } else {
+      StoreOut(FastEncodeVec<M>(bits, rnd, fc), p, dc);
+    }
+  } else {
+    StoreOut(EncodeVec<M, kInt>(bits, rnd, ec), p, dc);
+  }
+}
 #endif  // HWY_TARGET != HWY_SCALAR
 
 
@@ -58,7 +75,7 @@ HWY_INLINE Out ScalarOut(uint32_t code, const ElementFormat& f) {
   }
 }
 
-template <Rounding M, bool kInt, class Out>
+template <Rounding M, bool kInt, bool kFast, class Out>
 void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
                 uint64_t first_index, const ElementFormat& f, const CastOptions& opt) {
   const DI di;
@@ -79,6 +96,7 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
 #else
   const EncodeConsts ec = detail::make_encode_consts(f, opt);
   const DecodeConsts dc = detail::make_decode_consts(f);
+  const FastConsts fc = kFast ? detail::make_fast_consts(f, opt) : FastConsts{};
   if constexpr (M == Rounding::sr) {
     // Vector loop from a flat index that is a multiple of 4 (a Philox block boundary).
     const size_t head = static_cast<size_t>((4 - first_index % 4) % 4);
@@ -99,27 +117,30 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
     auto ctr = hn::BitCast(du64, hn::Load(du, init));
     HWY_ALIGN const uint32_t inc_words[4] = {static_cast<uint32_t>(N / 4), 0, 0, 0};
     const auto inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
-    for (; i + 2 * N <= n; i += 2 * N) {
-      const VI bits_a = hn::BitCast(di, hn::LoadU(df, in + i));
-      const VI bits_b = hn::BitCast(di, hn::LoadU(df, in + i + N));
-      const auto ctr_b = hn::Add(ctr, inc);
-      VI rnd_a, rnd_b;
-      PhiloxVec2(ctr, ctr_b, pc, rnd_a, rnd_b);
-      ctr = hn::Add(ctr_b, inc);
-      StoreOut(EncodeVec<M, kInt>(bits_a, rnd_a, ec), out + i, dc);
-      StoreOut(EncodeVec<M, kInt>(bits_b, rnd_b, ec), out + i + N, dc);
+    const auto inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));  // 4 vectors of blocks
+    for (; i + 4 * N <= n; i += 4 * N) {
+      VI r0, r1, r2, r3;
+      PhiloxVec4(ctr, inc, pc, r0, r1, r2, r3);
+      ctr = hn::Add(ctr, inc4);
+      EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i)), r0, out + i, ec, fc, dc);
+      EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + N)), r1, out + i + N,
+                                  ec, fc, dc);
+      EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + 2 * N)), r2,
+                                  out + i + 2 * N, ec, fc, dc);
+      EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + 3 * N)), r3,
+                                  out + i + 3 * N, ec, fc, dc);
     }
     for (; i + N <= n; i += N) {
       const VI bits = hn::BitCast(di, hn::LoadU(df, in + i));
       const VI rnd = PhiloxVec(ctr, pc);
       ctr = hn::Add(ctr, inc);  // 64-bit add: the group counter carries into its high word
-      StoreOut(EncodeVec<M, kInt>(bits, rnd, ec), out + i, dc);
+      EncodeStore<M, kInt, kFast>(bits, rnd, out + i, ec, fc, dc);
     }
   } else {
     const VI zero = hn::Zero(di);
     for (; i + N <= n; i += N) {
       const VI bits = hn::BitCast(di, hn::LoadU(df, in + i));
-      StoreOut(EncodeVec<M, kInt>(bits, zero, ec), out + i, dc);
+      EncodeStore<M, kInt, kFast>(bits, zero, out + i, ec, fc, dc);
     }
   }
 #endif
@@ -132,25 +153,29 @@ void EncodeDispatch(const float* in, Out* out, size_t n, uint64_t first_index,
   const ElementFormat& f = *fp;
   const CastOptions& opt = *op;
   const bool i = f.is_integer;
+  const bool fast = detail::fast_path_ok(f, opt);
   switch (opt.round) {
     case Rounding::rne:
-      return i ? EncodeLoop<Rounding::rne, true>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rne, false>(in, out, n, first_index, f, opt);
+      if (fast) return EncodeLoop<Rounding::rne, false, true>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rne, true, false>(in, out, n, first_index, f, opt)
+               : EncodeLoop<Rounding::rne, false, false>(in, out, n, first_index, f, opt);
     case Rounding::rna:
-      return i ? EncodeLoop<Rounding::rna, true>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rna, false>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rna, true, false>(in, out, n, first_index, f, opt)
+               : EncodeLoop<Rounding::rna, false, false>(in, out, n, first_index, f, opt);
     case Rounding::rtz:
-      return i ? EncodeLoop<Rounding::rtz, true>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rtz, false>(in, out, n, first_index, f, opt);
+      if (fast) return EncodeLoop<Rounding::rtz, false, true>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rtz, true, false>(in, out, n, first_index, f, opt)
+               : EncodeLoop<Rounding::rtz, false, false>(in, out, n, first_index, f, opt);
     case Rounding::rup:
-      return i ? EncodeLoop<Rounding::rup, true>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rup, false>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rup, true, false>(in, out, n, first_index, f, opt)
+               : EncodeLoop<Rounding::rup, false, false>(in, out, n, first_index, f, opt);
     case Rounding::rdn:
-      return i ? EncodeLoop<Rounding::rdn, true>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rdn, false>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rdn, true, false>(in, out, n, first_index, f, opt)
+               : EncodeLoop<Rounding::rdn, false, false>(in, out, n, first_index, f, opt);
     case Rounding::sr:
-      return i ? EncodeLoop<Rounding::sr, true>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::sr, false>(in, out, n, first_index, f, opt);
+      if (fast) return EncodeLoop<Rounding::sr, false, true>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::sr, true, false>(in, out, n, first_index, f, opt)
+               : EncodeLoop<Rounding::sr, false, false>(in, out, n, first_index, f, opt);
   }
 }
 

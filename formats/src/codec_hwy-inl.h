@@ -29,7 +29,8 @@
 // hold one counter block (i/4 lo, i/4 hi, stream, 0) for elements i..i+3 (i % 4 == 0), so
 // word k of the block lands in the lane of element i + k with no transpose. One round is
 // MulEven (the two 32x32->64 products of words 0 and 2 of every block), a reversal of
-// the four words, a 64-bit shift that brings words 1 and 3 down, and two xors.
+// the four words, a 64-bit shift that brings words 1 and 3 down, and two xors; four
+// counter vectors run interleaved (PhiloxVec4) to hide the round's latency.
 
 // Per-target include guard (Highway convention).
 #if defined(LPX_CODEC_HWY_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -50,6 +51,7 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using detail::DecodeConsts;
 using detail::EncodeConsts;
+using detail::FastConsts;
 using detail::PhiloxConsts;
 
 using DI = hn::ScalableTag<int32_t>;
@@ -59,12 +61,46 @@ using DU64 = hn::Repartition<uint64_t, DU>;
 using VI = hn::Vec<DI>;
 
 #if HWY_TARGET != HWY_SCALAR
+// Codec step 2 on lanes: sig >> shift rounded by mode M, with sc = min(shift, 25) (and
+// >= 0 for integers; see the header comment); negm is all-ones in negative lanes (rup,
+// rdn) and rnd the lanes' random words (sr, the top sr_n bits used).
+template <Rounding M, bool kInt>
+HWY_INLINE VI RoundShifted(VI sig, VI shift, VI sc, VI negm, VI rnd, int32_t sr_n,
+                           uint32_t sr_mask_n) {
+  const DI di;
+  const DU du;
+  const VI mask = hn::Sub(hn::Shl(hn::Set(di, 1), sc), hn::Set(di, 1));  // 2^sc - 1
+  if constexpr (M == Rounding::rne) {
+    const VI half_m1 = hn::ShiftRight<1>(mask);  // 2^(sc-1) - 1, or 0 when sc = 0
+    VI lsb = hn::And(hn::Shr(sig, sc), hn::Set(di, 1));
+    if constexpr (kInt) lsb = hn::Min(lsb, mask);  // sc = 0: nothing to round
+    return hn::Shr(hn::Add(sig, hn::Add(half_m1, lsb)), sc);
+  } else if constexpr (M == Rounding::rna) {
+    const VI half = hn::Sub(mask, hn::ShiftRight<1>(mask));  // 2^(sc-1), or 0 when sc = 0
+    return hn::Shr(hn::Add(sig, half), sc);
+  } else if constexpr (M == Rounding::rtz) {
+    return hn::Shr(sig, sc);
+  } else if constexpr (M == Rounding::rup) {
+    return hn::Shr(hn::Add(sig, hn::AndNot(negm, mask)), sc);  // ceil for positives
+  } else if constexpr (M == Rounding::rdn) {
+    return hn::Shr(hn::Add(sig, hn::And(negm, mask)), sc);  // ceil of the magnitude for negatives
+  } else {
+    const VI rem = hn::And(sig, mask);
+    const VI d = hn::Sub(shift, hn::Set(di, sr_n));
+    const VI thirty_one = hn::Set(di, 31);
+    const VI f = hn::Shl(hn::Shr(rem, hn::Min(hn::Max(d, hn::Zero(di)), thirty_one)),
+                         hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one));
+    const auto r = hn::ShiftRightSame(hn::BitCast(du, rnd), 32 - sr_n);
+    const auto up = hn::Gt(hn::BitCast(du, f), hn::Xor(r, hn::Set(du, sr_mask_n)));
+    return hn::Sub(hn::Shr(sig, sc), hn::VecFromMask(di, hn::RebindMask(di, up)));
+  }
+}
+
 // Codec steps 1-5 for one vector of float32 bit patterns; `rnd` holds each lane's random
 // word (used by sr only). Returns the codes in i32 lanes.
 template <Rounding M, bool kInt>
 HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   const DI di;
-  const DU du;
   // 1. Split: negm is all-ones in negative lanes.
   const VI negm = hn::BroadcastSignBit(bits);
   const auto neg = hn::MaskFromVec(negm);
@@ -96,32 +132,7 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   }
   VI sc = hn::Min(shift, hn::Set(di, 25));
   if constexpr (kInt) sc = hn::Max(sc, hn::Zero(di));  // integers may need no shift at all
-  const VI mask = hn::Sub(hn::Shl(hn::Set(di, 1), sc), hn::Set(di, 1));  // 2^sc - 1
-  VI q;
-  if constexpr (M == Rounding::rne) {
-    const VI half_m1 = hn::ShiftRight<1>(mask);  // 2^(sc-1) - 1, or 0 when sc = 0
-    VI lsb = hn::And(hn::Shr(sig, sc), hn::Set(di, 1));
-    if constexpr (kInt) lsb = hn::Min(lsb, mask);  // sc = 0: nothing to round
-    q = hn::Shr(hn::Add(sig, hn::Add(half_m1, lsb)), sc);
-  } else if constexpr (M == Rounding::rna) {
-    const VI half = hn::Sub(mask, hn::ShiftRight<1>(mask));  // 2^(sc-1), or 0 when sc = 0
-    q = hn::Shr(hn::Add(sig, half), sc);
-  } else if constexpr (M == Rounding::rtz) {
-    q = hn::Shr(sig, sc);
-  } else if constexpr (M == Rounding::rup) {
-    q = hn::Shr(hn::Add(sig, hn::AndNot(negm, mask)), sc);  // ceil for positives
-  } else if constexpr (M == Rounding::rdn) {
-    q = hn::Shr(hn::Add(sig, hn::And(negm, mask)), sc);  // ceil of the magnitude for negatives
-  } else {
-    const VI rem = hn::And(sig, mask);
-    const VI d = hn::Sub(shift, hn::Set(di, c.sr_n));
-    const VI thirty_one = hn::Set(di, 31);
-    const VI f = hn::Shl(hn::Shr(rem, hn::Min(hn::Max(d, hn::Zero(di)), thirty_one)),
-                         hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one));
-    const auto r = hn::ShiftRightSame(hn::BitCast(du, rnd), 32 - c.sr_n);
-    const auto up = hn::Gt(hn::BitCast(du, f), hn::Xor(r, hn::Set(du, c.sr_mask_n)));
-    q = hn::Sub(hn::Shr(sig, sc), hn::VecFromMask(di, hn::RebindMask(di, up)));
-  }
+  const VI q = RoundShifted<M, kInt>(sig, shift, sc, negm, rnd, c.sr_n, c.sr_mask_n);
 
   if constexpr (kInt) {
     // Clamp to [-neg_max, pos_max]; NaN -> 0.
@@ -160,6 +171,110 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
     return hn::IfThenElse(
         is_nan, hn::IfThenElse(neg, hn::Set(di, c.nan_neg), hn::Set(di, c.nan_pos)), code);
   }
+}
+
+// The short path (codec_simd.hpp: FastConsts, fast_path_ok) for one vector of float32
+// bit patterns. Lanes where the result is a target normal round at the fixed float32
+// bit position sh = 23 - M:
+//   rne  t = |x| + (2^(sh-1) - 1) + lsb      rtz  t = |x|
+//   sr   t = |x| + ((r & top N bits) >> (32 - sh))
+// (sr: with rem the dropped bits, rem + floor(r_N / 2^(N - sh)) >= 2^sh exactly when the
+// codec's f + r_N >= 2^N, for N >= sh and, shifting the other way, for N < sh.) A carry
+// out of the mantissa bumps the exponent as in the codec's step 3, so the code is
+// (t >> sh) - (127 - bias) << M and the rounded value is t with the low sh bits cleared.
+// Target subnormals (|x| < 2^emin) take the codec's own shift-and-round on the
+// significand (FastSubnormalQ) in vectors that have such a lane.
+template <Rounding M>
+HWY_INLINE VI FastNormalSum(VI abs, VI rnd, const FastConsts& c) {
+  const DI di;
+  const DU du;
+  if constexpr (M == Rounding::rne) {
+    const VI lsb = hn::And(hn::ShiftRightSame(abs, c.sh), hn::Set(di, 1));
+    return hn::Add(abs, hn::Add(hn::Set(di, c.half_m1), lsb));
+  } else if constexpr (M == Rounding::rtz) {
+    return abs;
+  } else {
+    const auto r = hn::ShiftRightSame(hn::And(hn::BitCast(du, rnd), hn::Set(du, c.sr_keep)),
+                                      32 - c.sh);
+    return hn::Add(abs, hn::BitCast(di, r));
+  }
+}
+
+// Target-subnormal lanes: the multiple q of 2^(emin - M) that |x| rounds to (codec steps
+// 1-2 with the shift 23 - M + emin - exponent > 23 - M).
+template <Rounding M>
+HWY_INLINE VI FastSubnormalQ(VI abs, VI rnd, const FastConsts& c) {
+  const DI di;
+  const VI biased = hn::ShiftRight<23>(abs);
+  const VI exp_b = hn::Max(biased, hn::Set(di, 1));
+  const VI sig = hn::Or(hn::And(abs, hn::Set(di, 0x7fffff)),
+                        hn::IfThenElseZero(hn::Gt(biased, hn::Zero(di)), hn::Set(di, 0x800000)));
+  const VI shift = hn::Sub(hn::Set(di, c.sub_base), exp_b);
+  return RoundShifted<M, false>(sig, shift, hn::Min(shift, hn::Set(di, 25)), hn::Zero(di), rnd,
+                                c.sr_n, c.sr_mask_n);
+}
+
+// encode() on the short path: codes in i32 lanes.
+template <Rounding M>
+HWY_INLINE VI FastEncodeVec(VI bits, VI rnd, const FastConsts& c) {
+  const DI di;
+  const VI abs = hn::And(bits, hn::Set(di, 0x7fffffff));
+  VI mag = hn::Sub(hn::ShiftRightSame(FastNormalSum<M>(abs, rnd, c), c.sh), hn::Set(di, c.code_off));
+  const auto sub = hn::Lt(abs, hn::Set(di, c.min_normal));
+  if (!hn::AllFalse(di, sub)) mag = hn::IfThenElse(sub, FastSubnormalQ<M>(abs, rnd, c), mag);
+  const VI max_mag = hn::Set(di, c.max_mag);
+  if (c.sat) {
+    mag = hn::Min(mag, max_mag);  // Inf too; NaN lanes are replaced below
+  } else {
+    const auto over = hn::Gt(mag, max_mag);
+    VI ovf = hn::Set(di, c.ovf_mag);
+    // ieee rules keep +-max under rtz unless the input is Inf (codec step 4).
+    if constexpr (M == Rounding::rtz)
+      ovf = hn::IfThenElse(hn::Eq(abs, hn::Set(di, 0x7f800000)), ovf, max_mag);
+    mag = hn::IfThenElse(over, ovf, mag);
+  }
+  const VI sign = hn::And(hn::BitCast(di, hn::ShiftRightSame(hn::BitCast(DU(), bits), c.sign_shift)),
+                          hn::Set(di, c.sign_mask));
+  VI code = hn::Or(mag, sign);
+  const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
+  if (!hn::AllFalse(di, is_nan)) {
+    const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg),
+                                  hn::Set(di, c.nan_pos));
+    code = hn::IfThenElse(is_nan, nan, code);
+  }
+  return code;
+}
+
+// decode(encode()) on the short path: the rounded values as float32 bits in i32 lanes.
+template <Rounding M>
+HWY_INLINE VI FastFakeVec(VI bits, VI rnd, const FastConsts& c) {
+  const DI di;
+  const DF df;
+  const VI abs = hn::And(bits, hn::Set(di, 0x7fffffff));
+  VI mag = hn::And(FastNormalSum<M>(abs, rnd, c), hn::Set(di, c.keep_low));
+  const auto sub = hn::Lt(abs, hn::Set(di, c.min_normal));
+  if (!hn::AllFalse(di, sub)) {
+    const auto v = hn::Mul(hn::ConvertTo(df, FastSubnormalQ<M>(abs, rnd, c)), hn::Set(df, c.sub_ulp));
+    mag = hn::IfThenElse(sub, hn::BitCast(di, v), mag);
+  }
+  const VI max_bits = hn::Set(di, c.max_bits);
+  if (c.sat) {
+    mag = hn::Min(mag, max_bits);
+  } else {
+    const auto over = hn::Gt(mag, max_bits);
+    VI ovf = hn::Set(di, c.ovf_bits);
+    if constexpr (M == Rounding::rtz)
+      ovf = hn::IfThenElse(hn::Eq(abs, hn::Set(di, 0x7f800000)), ovf, max_bits);
+    mag = hn::IfThenElse(over, ovf, mag);
+  }
+  VI value = hn::Or(mag, hn::And(bits, hn::Set(di, static_cast<int32_t>(kF32SignMask))));
+  const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
+  if (!hn::AllFalse(di, is_nan)) {
+    const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg_bits),
+                                  hn::Set(di, c.nan_pos_bits));
+    value = hn::IfThenElse(is_nan, nan, value);
+  }
+  return value;
 }
 
 // decode() for one vector of codes in i32 lanes; returns float32 values.
@@ -213,26 +328,41 @@ HWY_INLINE VI PhiloxVec(hn::Vec<DU64> ctr, const PhiloxConsts& p) {
   return hn::BitCast(DI(), v);
 }
 
-// Two independent Philox streams interleaved: one round is a ~7-cycle dependency chain
-// (multiply, shuffle, xor), so a second chain in flight roughly doubles the throughput.
-HWY_INLINE void PhiloxVec2(hn::Vec<DU64> ctr_a, hn::Vec<DU64> ctr_b, const PhiloxConsts& p,
-                           VI& out_a, VI& out_b) {
+// Four independent Philox streams interleaved. One round is a ~7-cycle dependency chain
+// (multiply, shuffle, xor) of four single-cycle-throughput operations, two of them on the
+// multiply port: with one chain the core waits on latency, with four it is limited by
+// throughput instead (about twice the rate of two chains on AVX-512).
+HWY_INLINE void PhiloxVec4(hn::Vec<DU64> ctr0, hn::Vec<DU64> inc, const PhiloxConsts& p,
+                           VI& out0, VI& out1, VI& out2, VI& out3) {
   const DU du;
   const DU64 du64;
   const auto mul = hn::LoadDup128(du, p.mul);
-  auto a = hn::BitCast(du, ctr_a);
-  auto b = hn::BitCast(du, ctr_b);
+  const auto ctr1 = hn::Add(ctr0, inc);
+  const auto ctr2 = hn::Add(ctr1, inc);
+  const auto ctr3 = hn::Add(ctr2, inc);
+  auto a = hn::BitCast(du, ctr0);
+  auto b = hn::BitCast(du, ctr1);
+  auto c = hn::BitCast(du, ctr2);
+  auto d = hn::BitCast(du, ctr3);
   for (int r = 0; r < 10; ++r) {
     const auto key = hn::LoadDup128(du, p.keys[r]);
-    const auto prod_a = hn::BitCast(du, hn::MulEven(a, mul));
-    const auto prod_b = hn::BitCast(du, hn::MulEven(b, mul));
-    const auto odd_a = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, a)));
-    const auto odd_b = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, b)));
-    a = hn::Xor3(hn::Shuffle0123(prod_a), odd_a, key);
-    b = hn::Xor3(hn::Shuffle0123(prod_b), odd_b, key);
+    const auto pa = hn::BitCast(du, hn::MulEven(a, mul));
+    const auto pb = hn::BitCast(du, hn::MulEven(b, mul));
+    const auto pc = hn::BitCast(du, hn::MulEven(c, mul));
+    const auto pd = hn::BitCast(du, hn::MulEven(d, mul));
+    const auto oa = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, a)));
+    const auto ob = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, b)));
+    const auto oc = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, c)));
+    const auto od = hn::BitCast(du, hn::ShiftRight<32>(hn::BitCast(du64, d)));
+    a = hn::Xor3(hn::Shuffle0123(pa), oa, key);
+    b = hn::Xor3(hn::Shuffle0123(pb), ob, key);
+    c = hn::Xor3(hn::Shuffle0123(pc), oc, key);
+    d = hn::Xor3(hn::Shuffle0123(pd), od, key);
   }
-  out_a = hn::BitCast(DI(), a);
-  out_b = hn::BitCast(DI(), b);
+  out0 = hn::BitCast(DI(), a);
+  out1 = hn::BitCast(DI(), b);
+  out2 = hn::BitCast(DI(), c);
+  out3 = hn::BitCast(DI(), d);
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

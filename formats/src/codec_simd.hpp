@@ -96,6 +96,80 @@ inline DecodeConsts make_decode_consts(const ElementFormat& f) {
   return c;
 }
 
+// The short path of the vector codec (codec_hwy-inl.h: FastEncodeVec, FastFakeVec) for
+// the formats and modes that training emulates all day: signed floats with a zero and
+// ieee or fn specials (e4m3fn, e5m2, e2m1, e3m2, e2m3, bf16, fp16, ...), under rne, rtz
+// or sr. Where the result is a normal number of the target, rounding is a few integer
+// operations on the float32 bits at the fixed position 23 - M, and the code or the
+// rounded value follows from the same sum; only the target's subnormal range needs a
+// per-lane shift, and that branch runs only for vectors that have such a lane.
+struct FastConsts {
+  int32_t sh = 0;             // 23 - M: float32 mantissa bits below the target's
+  int32_t half_m1 = 0;        // 2^(sh-1) - 1 (rne)
+  int32_t keep_low = 0;       // ~(2^sh - 1): truncates a rounded float32 pattern
+  int32_t code_off = 0;       // (127 - bias) << M: code = (rounded bits >> sh) - code_off
+  int32_t min_normal = 0;     // float32 bits of the target's smallest normal, 2^emin
+  int32_t sub_base = 0;       // subnormal lanes: shift = sub_base - max(biased exponent, 1)
+  float sub_ulp = 0.0f;       // 2^(emin - M): spacing of the target's subnormals
+  int32_t max_mag = 0;        // largest finite code magnitude
+  int32_t max_bits = 0;       // its value as float32 bits
+  int32_t ovf_mag = 0;        // ieee overflow: code magnitude (NaN, Inf or max)
+  int32_t ovf_bits = 0;       // ... and its decoded value's bits
+  int32_t sign_shift = 0;     // float32 sign bit >> sign_shift = the code's sign bit
+  int32_t sign_mask = 0;
+  int32_t nan_pos = 0, nan_neg = 0;            // codes of NaN inputs (codec step 5)
+  int32_t nan_pos_bits = 0, nan_neg_bits = 0;  // their decoded values' bits
+  uint32_t sr_keep = 0;       // the top sr_bits bits of a random word
+  int32_t sr_n = 32;
+  uint32_t sr_mask_n = 0;     // 2^sr_bits - 1
+  bool sat = false;
+};
+
+// True when FastEncodeVec / FastFakeVec give exactly encode() / decode(encode()).
+inline bool fast_path_ok(const ElementFormat& f, const CastOptions& opt) {
+  const bool mode_ok = opt.round == Rounding::rne || opt.round == Rounding::rtz ||
+                       (opt.round == Rounding::sr && opt.sr_bits >= 1 && opt.sr_bits <= 32);
+  const bool specials_ok = f.specials == Specials::ieee || f.specials == Specials::fn ||
+                           f.specials == Specials::none;
+  // Normal values of the target must be float32 normals (emin >= -126, finite max below
+  // 2^128) and at least one float32 mantissa bit must be dropped (sh <= 22). M >= 1: with
+  // no mantissa bits rne's tie-breaking bit is the implicit one, not a stored bit.
+  return mode_ok && specials_ok && !f.is_integer && f.is_signed && f.has_zero &&
+         f.bits <= 16 && f.mantissa_bits >= 1 && f.mantissa_bits <= 22 && f.emin() >= -126 && f.emax() <= 127;
+}
+
+inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& opt) {
+  FastConsts c;
+  const int m = f.mantissa_bits;
+  c.sh = 23 - m;
+  c.half_m1 = (1 << (c.sh - 1)) - 1;
+  c.keep_low = static_cast<int32_t>(~((1u << c.sh) - 1u));
+  c.code_off = (127 - f.bias) << m;
+  c.min_normal = static_cast<int32_t>(float_to_bits(pow2f(f.emin())));
+  c.sub_base = c.sh + f.emin() + 127;
+  c.sub_ulp = pow2f(f.emin() - m);
+  c.max_mag = static_cast<int32_t>(f.max_magnitude);
+  c.max_bits = static_cast<int32_t>(float_to_bits(decode(f.max_magnitude, f)));
+  const bool overflow_is_nan = !f.has_inf() && f.has_nan();
+  c.ovf_mag = static_cast<int32_t>(overflow_is_nan ? f.nan_code
+                                   : f.has_inf()   ? f.inf_magnitude
+                                                   : f.max_magnitude);
+  c.ovf_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.ovf_mag), f)));
+  c.sign_shift = 32 - f.bits;
+  c.sign_mask = static_cast<int32_t>(f.sign_mask);
+  // NaN inputs: the codes encode() gives (it is the reference), and their decoded values.
+  const float qnan = bits_to_float(kF32QuietNanBits);
+  c.nan_pos = static_cast<int32_t>(encode(qnan, f, opt.round, opt.overflow, 0u, opt.sr_bits));
+  c.nan_neg = static_cast<int32_t>(encode(-qnan, f, opt.round, opt.overflow, 0u, opt.sr_bits));
+  c.nan_pos_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.nan_pos), f)));
+  c.nan_neg_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.nan_neg), f)));
+  c.sr_n = opt.sr_bits;
+  c.sr_keep = opt.sr_bits >= 32 ? 0xffffffffu : ~((1u << (32 - opt.sr_bits)) - 1u);
+  c.sr_mask_n = opt.sr_bits >= 32 ? 0xffffffffu : (1u << opt.sr_bits) - 1u;
+  c.sat = opt.overflow == Overflow::sat;
+  return c;
+}
+
 // Which inputs the vector loops accept; the rest run the scalar codec.
 inline bool vectorizable(const ElementFormat& f, const CastOptions& opt) {
   const bool sr_ok = opt.round != Rounding::sr || (opt.sr_bits >= 1 && opt.sr_bits <= 32);

@@ -101,13 +101,15 @@ HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
   auto ctr = hn::BitCast(du64, hn::Load(du, init));
   HWY_ALIGN const uint32_t inc_words[4] = {static_cast<uint32_t>(N / 4), 0, 0, 0};
   const auto inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
-  for (; i + 2 * N <= n; i += 2 * N) {
-    const auto ctr_b = hn::Add(ctr, inc);
-    VI a, b;
-    PhiloxVec2(ctr, ctr_b, k.pc, a, b);
-    ctr = hn::Add(ctr_b, inc);
-    hn::StoreU(hn::BitCast(du, a), du, out + i);
-    hn::StoreU(hn::BitCast(du, b), du, out + i + N);
+  const auto inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));  // 4 vectors of blocks
+  for (; i + 4 * N <= n; i += 4 * N) {
+    VI r0, r1, r2, r3;
+    PhiloxVec4(ctr, inc, k.pc, r0, r1, r2, r3);
+    ctr = hn::Add(ctr, inc4);
+    hn::StoreU(hn::BitCast(du, r0), du, out + i);
+    hn::StoreU(hn::BitCast(du, r1), du, out + i + N);
+    hn::StoreU(hn::BitCast(du, r2), du, out + i + 2 * N);
+    hn::StoreU(hn::BitCast(du, r3), du, out + i + 3 * N);
   }
   for (; i < n; i += N) {
     const VI r = PhiloxVec(ctr, k.pc);
