@@ -47,6 +47,16 @@ std::string device_description() {
   return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ")";
 }
 
+namespace launch {
+int compute_capability() {
+  int dev = 0, major = 0, minor = 0;
+  if (!cuda_available() || cudaGetDevice(&dev) != cudaSuccess) return 0;
+  check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "attribute");
+  check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "attribute");
+  return major * 10 + minor;
+}
+}  // namespace launch
+
 std::vector<uint32_t> device_codec_roundtrip(const ElementFormat& f) {
   if (!cuda_available()) throw std::runtime_error("no CUDA device found");
   const uint32_t n = f.code_mask + 1;

@@ -1,4 +1,5 @@
-// Argument checks of gemm() and hardware_cvt_host() (every build), then the launchers.
+// Argument checks of gemm(), the quantized-operand GEMM's path choice, and
+// hardware_cvt_host() (every build), then the launchers.
 #include <stdexcept>
 #include <string>
 
@@ -10,8 +11,97 @@
 namespace lpx::kernels {
 
 namespace {
+
 bool is_fp8(GemmDtype d) { return d == GemmDtype::e4m3 || d == GemmDtype::e5m2; }
+
+bool same_element(const ElementFormat& a, const ElementFormat& b) {
+  return a.name_view() == b.name_view();
+}
+bool fp8_element(const ElementFormat& e) {
+  return same_element(e, fmt8::e4m3fn) || same_element(e, fmt8::e5m2);
+}
+// 1xN blocks along k (the last axis of a (rows, k) operand).
+bool along_k(const BlockFormat& f, int64_t length) {
+  return f.block.kind == BlockShape::Kind::vector && f.block.length == length &&
+         (f.block.axis == -1 || f.block.axis == 1);
+}
+bool is_mxfp8(const BlockFormat& f) {
+  return along_k(f, 32) && f.scale == ScaleFormat::e8m0 && fp8_element(f.element);
+}
+bool is_nvfp4(const BlockFormat& f) {
+  return along_k(f, 16) && f.scale == ScaleFormat::e4m3 && same_element(f.element, fmt4::e2m1);
+}
+bool is_fp8_tensor(const BlockFormat& f) {
+  return f.block.kind == BlockShape::Kind::tensor && f.scale == ScaleFormat::fp32 &&
+         fp8_element(f.element);
+}
+bool both_e5m2(const BlockFormat& x, const BlockFormat& w) {
+  return same_element(x.element, fmt8::e5m2) && same_element(w.element, fmt8::e5m2);
+}
+// What the device dequantize kernel (or a whole-matrix block) can expand to BF16.
+bool dequantizable(const BlockFormat& f) {
+  switch (f.block.kind) {
+    case BlockShape::Kind::vector: return f.block.axis >= -2 && f.block.axis <= 1;
+    case BlockShape::Kind::tile:
+    case BlockShape::Kind::tensor: return true;
+    default: return false;
+  }
+}
+
+bool formats_fit(GemmPath p, const BlockFormat& x, const BlockFormat& w) {
+  switch (p) {
+    case GemmPath::automatic: return true;
+    case GemmPath::mxfp8_block_scaled: return is_mxfp8(x) && is_mxfp8(w) && !both_e5m2(x, w);
+    case GemmPath::nvfp4_block_scaled: return is_nvfp4(x) && is_nvfp4(w);
+    case GemmPath::fp8_tensor: return is_fp8_tensor(x) && is_fp8_tensor(w) && !both_e5m2(x, w);
+    case GemmPath::bf16_fallback: return dequantizable(x) && dequantizable(w);
+  }
+  return false;
+}
+
+void check_operand(const QuantizedOperand& q, const char* what) {
+  validate(q.format);
+  const std::string w = std::string("gemm: ") + what;
+  detail::check_pointer(q.codes, 1, (w + " codes").c_str());
+  const bool coded = q.format.scale == ScaleFormat::e8m0 || q.format.scale == ScaleFormat::e4m3;
+  detail::check_pointer(coded ? static_cast<const void*>(q.scale_codes) : q.scale_values, 1,
+                        (w + " scales").c_str());
+  if (q.format.two_level()) detail::check_pointer(q.tensor_scale, 1, (w + " tensor_scale").c_str());
+}
+
+void check_sizes(size_t m, size_t n, size_t k, GemmDtype out) {
+  if (m == 0 || n == 0 || k == 0) throw std::invalid_argument("lpx::kernels::gemm: a size is zero");
+  if (out != GemmDtype::bf16 && out != GemmDtype::f32)
+    throw std::invalid_argument("lpx::kernels::gemm: the output must be bf16 or f32");
+  if (k % 32 != 0)
+    throw std::invalid_argument(
+        "lpx::kernels::gemm: quantized operands need k % 32 == 0 (no ragged block along k), got k = " +
+        std::to_string(k));
+}
+
 }  // namespace
+
+std::string_view gemm_path_name(GemmPath p) {
+  switch (p) {
+    case GemmPath::automatic: return "automatic";
+    case GemmPath::mxfp8_block_scaled: return "mxfp8 block-scaled";
+    case GemmPath::nvfp4_block_scaled: return "nvfp4 block-scaled";
+    case GemmPath::fp8_tensor: return "fp8 per-tensor";
+    case GemmPath::bf16_fallback: return "bf16 fallback";
+  }
+  return "?";
+}
+
+GemmPath choose_gemm_path(const BlockFormat& x, const BlockFormat& w, int cc) {
+  validate(x);
+  validate(w);
+  if (cc >= 100 && formats_fit(GemmPath::mxfp8_block_scaled, x, w)) return GemmPath::mxfp8_block_scaled;
+  if (cc >= 100 && formats_fit(GemmPath::nvfp4_block_scaled, x, w)) return GemmPath::nvfp4_block_scaled;
+  if (cc >= 89 && formats_fit(GemmPath::fp8_tensor, x, w)) return GemmPath::fp8_tensor;
+  if (formats_fit(GemmPath::bf16_fallback, x, w)) return GemmPath::bf16_fallback;
+  throw std::invalid_argument("lpx::kernels::gemm: no GEMM path takes " + x.spec() + " x " + w.spec() +
+                              " (per-channel blocks are not supported)");
+}
 
 void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand& w, void* y,
           GemmDtype out_dtype, void* stream) {
@@ -33,6 +123,48 @@ void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand&
   if (both_bf16 && (x.scale || w.scale))
     throw std::invalid_argument("lpx::kernels::gemm: scales apply to FP8 operands only");
   launch::gemm(m, n, k, x, w, y, out_dtype, stream);
+}
+
+GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const QuantizedOperand& w,
+              void* y, GemmDtype out_dtype, void* stream, GemmPath path) {
+  check_sizes(m, n, k, out_dtype);
+  check_operand(x, "X");
+  check_operand(w, "W");
+  detail::check_pointer(y, 1, "gemm: Y");
+  choose_gemm_path(x.format, w.format, 0);  // throws when no path takes the formats
+  if (!formats_fit(path, x.format, w.format))
+    throw std::invalid_argument("lpx::kernels::gemm: the " + std::string(gemm_path_name(path)) +
+                                " path does not take " + x.format.spec() + " x " + w.format.spec());
+  return launch::gemm_quantized(m, n, k, x, w, y, out_dtype, stream, path);
+}
+
+GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span<float> y,
+                   GemmPath path) {
+  if (x.shape.size() != 2 || w.shape.size() != 2)
+    throw std::invalid_argument("lpx::kernels::gemm_host: X and W must be 2-D (m, k) and (n, k)");
+  if (x.shape[1] != w.shape[1])
+    throw std::invalid_argument("lpx::kernels::gemm_host: X has k = " + std::to_string(x.shape[1]) +
+                                " but W has k = " + std::to_string(w.shape[1]));
+  const size_t m = static_cast<size_t>(x.shape[0]), n = static_cast<size_t>(w.shape[0]),
+               k = static_cast<size_t>(x.shape[1]);
+  check_sizes(m, n, k, GemmDtype::f32);
+  detail::check_sizes(m * n, y.size(), "gemm_host: output");
+  for (const QuantizedTensor* q : {&x, &w}) {
+    detail::check_sizes(q->codes.size(), static_cast<size_t>(q->shape[0] * q->shape[1]),
+                        "gemm_host: codes vs shape");
+    size_t nb = 1;
+    for (int64_t d : scale_grid_shape(q->shape, q->format)) nb *= static_cast<size_t>(d);
+    const bool coded = q->format.scale == ScaleFormat::e8m0 || q->format.scale == ScaleFormat::e4m3;
+    detail::check_sizes(coded ? q->scale_codes.size() : q->scale_values.size(), nb,
+                        "gemm_host: scales vs scale grid");
+    if (q->format.two_level() && !q->tensor_scale)
+      throw std::invalid_argument("lpx::kernels::gemm_host: a two-level (e4m3) operand needs its tensor scale");
+  }
+  choose_gemm_path(x.format, w.format, 0);
+  if (!formats_fit(path, x.format, w.format))
+    throw std::invalid_argument("lpx::kernels::gemm_host: the " + std::string(gemm_path_name(path)) +
+                                " path does not take " + x.format.spec() + " x " + w.format.spec());
+  return launch::gemm_quantized_h2h(x, w, y.data(), path);
 }
 
 bool hardware_cvt_host(std::span<const float> in, std::span<uint8_t> out, HwCvt which) {

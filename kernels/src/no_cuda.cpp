@@ -18,6 +18,7 @@ namespace {
 [[noreturn]] void none() { throw std::runtime_error("no CUDA device: lpx was built without CUDA"); }
 }  // namespace
 void require_device() { none(); }
+int compute_capability() { return 0; }
 void encode(const float*, void*, size_t, const ElementFormat&, const CastOptions&, void*) { none(); }
 void decode(const void*, float*, size_t, const ElementFormat&, void*) { none(); }
 void fake_cast(const float*, float*, size_t, const ElementFormat&, const CastOptions&, void*) { none(); }
@@ -39,6 +40,9 @@ void dequantize(const uint8_t*, const uint8_t*, const float*, const float*, size
 void dequantize_h2h(const uint8_t*, const uint8_t*, const float*, const float*, size_t, size_t,
                     size_t, size_t, const BlockFormat&, bool, float*) { none(); }
 void gemm(size_t, size_t, size_t, const GemmOperand&, const GemmOperand&, void*, GemmDtype, void*) { none(); }
+GemmPath gemm_quantized(size_t, size_t, size_t, const QuantizedOperand&, const QuantizedOperand&,
+                        void*, GemmDtype, void*, GemmPath) { none(); }
+GemmPath gemm_quantized_h2h(const QuantizedTensor&, const QuantizedTensor&, float*, GemmPath) { none(); }
 bool hw_cvt_h2h(const float*, uint8_t*, size_t, HwCvt) { none(); }
 }  // namespace launch
 

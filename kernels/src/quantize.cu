@@ -106,7 +106,8 @@ __global__ void dequantize_kernel(DequantParams p, const uint8_t* __restrict__ c
                                   const float* __restrict__ tensor_scale, Out* __restrict__ out) {
   constexpr ElementFormat bf16 = fmt16::bf16;
   const bool two_level = p.scale == ScaleFormat::e4m3;
-  const float tensor_dec = two_level ? *tensor_scale : 1.0f;
+  // No tensor scale (the BF16 GEMM path applies it as alpha): the block scale only.
+  const float tensor_dec = two_level && tensor_scale != nullptr ? *tensor_scale : 1.0f;
   const bool coded = bs::coded(p.scale);
   const size_t n = p.rows * p.cols;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;

@@ -22,33 +22,9 @@ bool coded_scale(const BlockFormat& f) {
   return f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
 }
 
-// The RxC block of `f` for a (rows, cols) matrix of the given rank; throws for what the
-// device lacks.
 Geometry geometry(size_t rows, size_t cols, size_t rank, const BlockFormat& f, const char* what) {
-  validate(f);
-  Geometry g{rows, cols, 1, 1};
-  switch (f.block.kind) {
-    case BlockShape::Kind::vector: {
-      const int axis = f.block.axis < 0 ? f.block.axis + static_cast<int>(rank) : f.block.axis;
-      if (axis < 0 || axis >= static_cast<int>(rank))
-        throw std::invalid_argument(std::string("lpx::kernels::") + what + ": block axis " +
-                                    std::to_string(f.block.axis) + " out of range for rank " +
-                                    std::to_string(rank));
-      const size_t len = static_cast<size_t>(f.block.length);
-      if (axis == static_cast<int>(rank) - 1) g.bc = len;
-      else g.br = len;
-      break;
-    }
-    case BlockShape::Kind::tile:
-      g.br = rank == 2 ? static_cast<size_t>(f.block.rows) : 1;
-      g.bc = static_cast<size_t>(f.block.cols);
-      break;
-    default:
-      throw std::invalid_argument(std::string("lpx::kernels::") + what +
-                                  ": per-tensor and per-channel blocks are CPU-only (format " +
-                                  f.spec() + ")");
-  }
-  return g;
+  const launch::BlockGeometry b = launch::block_geometry(f, rank, what);
+  return Geometry{rows, cols, b.br, b.bc};
 }
 
 void check_quantize_options(const QuantizeOptions& opt, const char* what) {
@@ -92,6 +68,37 @@ QuantizedTensor make_result(std::span<const int64_t> shape, const Geometry& g, c
 }
 
 }  // namespace
+
+namespace launch {
+
+BlockGeometry block_geometry(const BlockFormat& f, size_t rank, const char* what) {
+  validate(f);
+  BlockGeometry g;
+  switch (f.block.kind) {
+    case BlockShape::Kind::vector: {
+      const int axis = f.block.axis < 0 ? f.block.axis + static_cast<int>(rank) : f.block.axis;
+      if (axis < 0 || axis >= static_cast<int>(rank))
+        throw std::invalid_argument(std::string("lpx::kernels::") + what + ": block axis " +
+                                    std::to_string(f.block.axis) + " out of range for rank " +
+                                    std::to_string(rank));
+      const size_t len = static_cast<size_t>(f.block.length);
+      if (axis == static_cast<int>(rank) - 1) g.bc = len;
+      else g.br = len;
+      break;
+    }
+    case BlockShape::Kind::tile:
+      g.br = rank == 2 ? static_cast<size_t>(f.block.rows) : 1;
+      g.bc = static_cast<size_t>(f.block.cols);
+      break;
+    default:
+      throw std::invalid_argument(std::string("lpx::kernels::") + what +
+                                  ": per-tensor and per-channel blocks are CPU-only (format " +
+                                  f.spec() + ")");
+  }
+  return g;
+}
+
+}  // namespace launch
 
 void quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat& f,
                      const QuantizeOptions& opt, uint8_t* codes, uint8_t* scale_codes,

@@ -1,18 +1,47 @@
-// GEMMs through cuBLASLt on quantized operands, in the forward layout of RECIPES.md:
+// GEMMs through cuBLASLt, in the forward layout of RECIPES.md:
 //   Y (m, n) = X (m, k) · W (n, k)^T          all row-major, Y in bfloat16 or float32,
-// accumulated in float32. Per-tensor FP8 (E4M3 x E4M3, E4M3 x E5M2, E5M2 x E4M3) multiplies
-// by the operands' decode scales through CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER (sm_89+);
-// BF16 x BF16 is the baseline. Row-major X·Wᵀ is column-major Yᵀ = W·Xᵀ with W transposed
-// and X not: the "TN" layout, the only one Hopper's FP8 kernels support, so no operand is
-// ever transposed in memory. FP8 needs k (the leading dimension of both operands) to be a
-// multiple of 16.
+// accumulated in float32. Row-major X·Wᵀ is column-major Yᵀ = W·Xᵀ with W transposed and X
+// not: the "TN" layout, the only one the FP8 and block-scaled kernels support, so no
+// operand is ever transposed in memory.
 //
-// Not here yet: MXFP8 / NVFP4 block-scaled GEMMs (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0,
-// VEC16_UE4M3, sm_100+); dequantize with kernels::quantize's inverse and use BF16 instead.
+// Two entry points:
+//  1. gemm(GemmOperand...): raw operands. Per-tensor FP8 (E4M3 x E4M3, E4M3 x E5M2,
+//     E5M2 x E4M3) multiplied by the operands' decode scales through
+//     CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER (sm_89+), or BF16 x BF16. FP8 needs k % 16 == 0.
+//  2. gemm(QuantizedOperand...): operands as lpx::quantize / kernels::quantize_device lay
+//     them out (codes, scale grid, tensor scale, BlockFormat); it chooses the path:
+//
+//     path                 formats (X and W)                         device     how
+//     mxfp8_block_scaled   both MXFP8 (e4m3/e5m2, e8m0, 1x32 along k) sm_100+    cuBLASLt VEC32_UE8M0 block scales
+//     nvfp4_block_scaled   both NVFP4 (e2m1, e4m3, 1x16 along k)      sm_100+    cuBLASLt VEC16_UE4M3, FP4 packed 2 per byte,
+//                                                                               alpha = s_dec(X) * s_dec(W)
+//     fp8_tensor           both per-tensor FP8 (fp8_tensor)          sm_89+     gemm(GemmOperand) above
+//     bf16_fallback        anything else with 1xN / Nx1 / tile blocks, any device:
+//                          each operand dequantized on the device to BF16 (block scale
+//                          only), BF16 GEMM, alpha = the tensor scales and the 4/3 headroom
+//
+//     The block-scaled paths copy the scale grids into cuBLASLt's tiled layout (128 rows x
+//     4 K-blocks per 512-byte tile, block_scale_tile_offset below). In the fallback the BF16
+//     operands are exact for every MX, NVFP4 and power-of-two format (at most 8 significant
+//     bits); with fp32 scales (1x128, 128x128) each dequantized value is rounded to BF16.
+//     GemmPath::automatic takes the first applicable path of the table and, when cuBLASLt
+//     has no algorithm for it, the BF16 fallback; the return value says which path ran.
+//     A two-level operand (NVFP4) makes the call read its tensor scale back to the host
+//     (one stream synchronization).
+//
+//     Requirements: k % 32 == 0 (no ragged block along the reduction); blocks of 1xN along
+//     k, Nx1 along the rows, or tiles (per-channel blocks are not supported; per-tensor
+//     only as fp8_tensor). Accumulation order differs from any CPU loop: compare with a
+//     tolerance (lpx validate reports the largest error relative to sum_k |x||w|).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "lpx/formats/block_format.hpp"
+#include "lpx/formats/quantize.hpp"
 
 namespace lpx::kernels {
 
@@ -30,5 +59,56 @@ struct GemmOperand {
 // has no algorithm (FP8 before sm_89).
 void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand& w, void* y,
           GemmDtype out_dtype, void* stream = nullptr);
+
+// --- GEMMs over quantized operands.
+
+enum class GemmPath : uint8_t {
+  automatic,
+  mxfp8_block_scaled,
+  nvfp4_block_scaled,
+  fp8_tensor,
+  bf16_fallback,
+};
+std::string_view gemm_path_name(GemmPath p);
+
+// One operand, (rows, k) row-major, as kernels::quantize_device writes it (device pointers).
+struct QuantizedOperand {
+  BlockFormat format;                    // block axis: the last (k) or 0 (rows), as quantized
+  const uint8_t* codes = nullptr;        // (rows, k) element codes, one per byte
+  const uint8_t* scale_codes = nullptr;  // e8m0 / e4m3: the scale grid, row-major
+  const float* scale_values = nullptr;   // pow2 / fp32: the scale grid, row-major
+  const float* tensor_scale = nullptr;   // e4m3 (NVFP4): s_dec
+  bool headroom_3_4 = false;             // QuantizedTensor::headroom_3_4
+};
+
+// The path gemm() takes for operand formats x, w on a device of compute capability
+// `cc` (major * 10 + minor), before asking cuBLASLt (which may still send automatic to the
+// fallback). No CUDA call; throws std::invalid_argument for formats no path takes.
+GemmPath choose_gemm_path(const BlockFormat& x, const BlockFormat& w, int cc);
+
+// Y (m, n) = dequantize(X) · dequantize(W)^T. `path` forces one path (std::invalid_argument
+// when it does not apply to the formats or the device; std::runtime_error when cuBLASLt
+// has no algorithm for it). Returns the path that ran.
+GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const QuantizedOperand& w,
+              void* y, GemmDtype out_dtype, void* stream = nullptr,
+              GemmPath path = GemmPath::automatic);
+
+// Host to host: x (m, k) and w (n, k) as lpx::quantize returns them; y (m * n) float32.
+GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span<float> y,
+                   GemmPath path = GemmPath::automatic);
+
+// Byte offset of the scale of row r, K-block c in cuBLASLt's block-scale layout for an
+// operand with `kblocks` scales per row (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 and
+// VEC16_UE4M3; cuBLAS "1D block scaling factors layout"): rows are padded to a multiple
+// of 128 and K-blocks to a multiple of 4; tiles of 128 rows x 4 K-blocks are 512 bytes,
+// K-tiles fastest; inside a tile row r sits at (r % 32) * 16 + ((r / 32) % 4) * 4.
+constexpr size_t block_scale_tile_offset(size_t r, size_t c, size_t kblocks) {
+  const size_t ktiles = (kblocks + 3) / 4;
+  return ((r / 128) * ktiles + c / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + c % 4;
+}
+// Bytes of that layout for `rows` rows.
+constexpr size_t block_scale_tile_bytes(size_t rows, size_t kblocks) {
+  return (rows + 127) / 128 * ((kblocks + 3) / 4) * 512;
+}
 
 }  // namespace lpx::kernels

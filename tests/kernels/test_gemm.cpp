@@ -1,0 +1,173 @@
+// GEMMs over quantized operands (kernels/gemm.hpp): the path table, cuBLASLt's tiled
+// block-scale layout, the argument checks (every build, before any CUDA call), and on a
+// device the result against dequantize-on-the-CPU then a double-precision product.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <vector>
+
+#include "lpx/formats/quantize.hpp"
+#include "lpx/kernels/device.hpp"
+#include "lpx/kernels/gemm.hpp"
+#include "lpx/numerics/philox.hpp"
+
+using namespace lpx;
+using kernels::GemmPath;
+
+namespace {
+
+// cuBLAS "1D block scaling factors layout" examples: row 1 is 16 bytes in, row 32 is 4
+// bytes in, the next K-block is the next byte, the next 4 K-blocks the next 512-byte tile,
+// the next 128 rows come after all K-tiles of the first 128.
+static_assert(kernels::block_scale_tile_offset(0, 0, 8) == 0);
+static_assert(kernels::block_scale_tile_offset(1, 0, 8) == 16);
+static_assert(kernels::block_scale_tile_offset(32, 0, 8) == 4);
+static_assert(kernels::block_scale_tile_offset(0, 3, 8) == 3);
+static_assert(kernels::block_scale_tile_offset(0, 4, 8) == 512);
+static_assert(kernels::block_scale_tile_offset(128, 0, 8) == 1024);
+static_assert(kernels::block_scale_tile_offset(127, 7, 8) == 512 + 31 * 16 + 3 * 4 + 3);
+static_assert(kernels::block_scale_tile_bytes(129, 5) == 2 * 2 * 512);
+
+BlockFormat fmt(const char* spec) { return parse_block_format(spec); }
+
+}  // namespace
+
+TEST_CASE("block_scale_tile_offset is a bijection onto the padded tiles") {
+  for (size_t rows : {1, 100, 128, 200, 384}) {
+    for (size_t kb : {1, 3, 4, 9, 16}) {
+      INFO(rows << " rows, " << kb << " K-blocks");
+      const size_t prow = (rows + 127) / 128 * 128, pcol = (kb + 3) / 4 * 4;
+      const size_t bytes = kernels::block_scale_tile_bytes(rows, kb);
+      CHECK(bytes == prow * pcol);
+      std::set<size_t> seen;
+      for (size_t r = 0; r < prow; ++r)
+        for (size_t c = 0; c < pcol; ++c) {
+          const size_t o = kernels::block_scale_tile_offset(r, c, kb);
+          CHECK(o < bytes);
+          seen.insert(o);
+        }
+      CHECK(seen.size() == bytes);
+    }
+  }
+}
+
+TEST_CASE("choose_gemm_path: block-scaled on sm_100+, per-tensor FP8 on sm_89+, else BF16") {
+  const BlockFormat mx = fmt("mxfp8_e4m3"), mx5 = fmt("mxfp8_e5m2"), nv = fmt("nvfp4");
+  CHECK(kernels::choose_gemm_path(mx, mx, 100) == GemmPath::mxfp8_block_scaled);
+  CHECK(kernels::choose_gemm_path(mx, mx5, 100) == GemmPath::mxfp8_block_scaled);
+  CHECK(kernels::choose_gemm_path(mx5, mx5, 100) == GemmPath::bf16_fallback);  // no e5m2 x e5m2
+  CHECK(kernels::choose_gemm_path(mx, mx, 90) == GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(nv, nv, 100) == GemmPath::nvfp4_block_scaled);
+  CHECK(kernels::choose_gemm_path(nv, nv, 120) == GemmPath::nvfp4_block_scaled);
+  CHECK(kernels::choose_gemm_path(nv, nv, 90) == GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(mx, nv, 100) == GemmPath::bf16_fallback);  // mixed formats
+  BlockFormat cols = mx;
+  cols.block.axis = 0;  // blocks along the rows, not k: no block-scaled kernel takes them
+  CHECK(kernels::choose_gemm_path(cols, mx, 100) == GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(fmt("mxfp4"), fmt("mxfp4"), 100) == GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(fmt("fp8_tensor"), fmt("fp8_tensor"), 90) == GemmPath::fp8_tensor);
+  CHECK(kernels::choose_gemm_path(fmt("fp8_tensor"), fmt("fp8_tensor"), 80) ==
+        GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(fmt("fp8_block128"), fmt("fp8_block128x128"), 90) ==
+        GemmPath::bf16_fallback);
+  CHECK_THROWS_AS(kernels::choose_gemm_path(fmt("e4m3:channel:fp32"), mx, 90), std::invalid_argument);
+  for (GemmPath p : {GemmPath::automatic, GemmPath::mxfp8_block_scaled, GemmPath::nvfp4_block_scaled,
+                     GemmPath::fp8_tensor, GemmPath::bf16_fallback})
+    CHECK(kernels::gemm_path_name(p) != "?");
+}
+
+TEST_CASE("quantized gemm checks its arguments before any CUDA call") {
+  const BlockFormat mx = fmt("mxfp8_e4m3"), nv = fmt("nvfp4");
+  std::vector<uint8_t> bytes(64 * 64);
+  std::vector<float> floats(64);
+  kernels::QuantizedOperand a;
+  a.format = mx;
+  a.codes = bytes.data();
+  a.scale_codes = bytes.data();
+  std::vector<float> y(64 * 64);
+  const auto f32 = kernels::GemmDtype::f32;
+  CHECK_THROWS_AS(kernels::gemm(0, 64, 64, a, a, y.data(), f32), std::invalid_argument);
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 48, a, a, y.data(), f32), Catch::Contains("k % 32"));
+  CHECK_THROWS_AS(kernels::gemm(64, 64, 64, a, a, nullptr, f32), std::invalid_argument);
+  CHECK_THROWS_AS(kernels::gemm(64, 64, 64, a, a, y.data(), kernels::GemmDtype::e4m3),
+                  std::invalid_argument);
+  kernels::QuantizedOperand no_scales = a;
+  no_scales.scale_codes = nullptr;
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, no_scales, a, y.data(), f32), Catch::Contains("scales"));
+  kernels::QuantizedOperand two_level = a;
+  two_level.format = nv;  // without its tensor scale
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, a, two_level, y.data(), f32),
+                    Catch::Contains("tensor_scale"));
+  // A forced path that does not take the formats.
+  CHECK_THROWS_AS(kernels::gemm(64, 64, 64, a, a, y.data(), f32, nullptr, GemmPath::nvfp4_block_scaled),
+                  std::invalid_argument);
+  kernels::QuantizedOperand channel = a;
+  channel.format = fmt("e4m3:channel:fp32");
+  channel.scale_values = floats.data();
+  CHECK_THROWS_AS(kernels::gemm(64, 64, 64, channel, a, y.data(), f32), std::invalid_argument);
+  if (!kernels::cuda_available())
+    CHECK_THROWS_AS(kernels::gemm(64, 64, 64, a, a, y.data(), f32), std::runtime_error);
+
+  // gemm_host: shapes, codes and scales against the formats.
+  std::vector<float> x(64 * 64, 0.5f);
+  const std::vector<int64_t> s{64, 64}, s_k96{64, 96};
+  const QuantizedTensor q = quantize({x, s}, mx);
+  CHECK_THROWS_AS(kernels::gemm_host(q, q, std::span<float>(y).first(10)), std::invalid_argument);
+  std::vector<float> x96(64 * 96, 0.5f);
+  const QuantizedTensor q96 = quantize({x96, s_k96}, mx);
+  CHECK_THROWS_WITH(kernels::gemm_host(q, q96, y), Catch::Contains("k ="));
+  QuantizedTensor bad = q;
+  bad.scale_codes.pop_back();
+  CHECK_THROWS_AS(kernels::gemm_host(bad, q, y), std::invalid_argument);
+  bad = q;
+  bad.codes.pop_back();
+  CHECK_THROWS_AS(kernels::gemm_host(q, bad, y), std::invalid_argument);
+  QuantizedTensor qn = quantize({x, s}, nv);
+  qn.tensor_scale.reset();
+  CHECK_THROWS_WITH(kernels::gemm_host(qn, qn, y), Catch::Contains("tensor scale"));
+  if (!kernels::cuda_available()) CHECK_THROWS_AS(kernels::gemm_host(q, q, y), std::runtime_error);
+}
+
+TEST_CASE("quantized gemm on the device equals the dequantized product up to accumulation") {
+  if (!kernels::cuda_available()) {
+    WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
+    return;
+  }
+  const int64_t m = 200, n = 136, k = 512;  // m, n not multiples of 128: padded scale tiles
+  std::vector<float> xv(static_cast<size_t>(m * k)), wv(static_cast<size_t>(n * k));
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = static_cast<float>(static_cast<int32_t>(random_bits(1, 0, i))) * 0x1p-31f *
+            (i % 97 == 0 ? 40.0f : 1.0f);
+  for (size_t i = 0; i < wv.size(); ++i)
+    wv[i] = static_cast<float>(static_cast<int32_t>(random_bits(2, 0, i))) * 0x1p-33f;
+  const std::vector<int64_t> sx{m, k}, sw{n, k};
+  for (const char* spec : {"mxfp8_e4m3", "nvfp4", "mxfp4", "fp8_tensor", "fp8_block128"}) {
+    INFO(spec);
+    const BlockFormat f = fmt(spec);
+    const QuantizedTensor qx = quantize({xv, sx}, f), qw = quantize({wv, sw}, f);
+    std::vector<float> dx(xv.size()), dw(wv.size()), y(static_cast<size_t>(m * n));
+    dequantize(qx, dx);
+    dequantize(qw, dw);
+    const GemmPath path = kernels::gemm_host(qx, qw, y);
+    INFO("path " << kernels::gemm_path_name(path));
+    // fp32 scales: each dequantized value is rounded to BF16 in the fallback.
+    const double bound = std::string(spec) == "fp8_block128" ? 0x1p-7 : 0x1p-10;
+    double worst = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          const double p = static_cast<double>(dx[static_cast<size_t>(i * k + t)]) *
+                           static_cast<double>(dw[static_cast<size_t>(j * k + t)]);
+          ref += p;
+          mag += std::fabs(p);
+        }
+        const double err = std::fabs(static_cast<double>(y[static_cast<size_t>(i * n + j)]) - ref);
+        worst = std::max(worst, mag > 0 ? err / mag : err);
+      }
+    CHECK(worst <= bound);
+  }
+}
