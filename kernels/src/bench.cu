@@ -1,9 +1,12 @@
-// GPU benchmarks (bench.hpp). Cast paths run on input_bytes of float32 (1 GiB by default)
+// GPU benchmarks (bench.hpp). Cast and block-format paths (quantize, dequantize, fused
+// fake_quantize for MXFP8, MXFP4, NVFP4, 1x128) run on input_bytes of float32 (1 GiB by default)
 // and are timed with CUDA events, median of `repetitions` runs after one warm-up; the
 // device-to-device copy of the same input is measured first, and every path is reported
 // as a fraction of its bandwidth (bytes read + written, the copy counted the same way).
 // GEMMs: m = n = k = size, X·Wᵀ, FP8 (E4M3 x E4M3, E4M3 x E5M2, per-tensor scales) vs BF16,
-// bf16 output; inputs are zero-filled (the GEMM's speed does not depend on the values).
+// and MXFP8 / NVFP4 / MXFP4 quantized operands through gemm(QuantizedOperand) (the path
+// the device takes is named in the row), bf16 output; inputs are zero-filled (the GEMM's
+// speed does not depend on the values).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -13,10 +16,13 @@
 
 #include "cuda_util.cuh"
 #include "launch.hpp"
+#include "lpx/formats/block_format.hpp"
 #include "lpx/formats/element_format.hpp"
 #include "lpx/kernels/bench.hpp"
 #include "lpx/kernels/cast.hpp"
+#include "lpx/kernels/gemm.hpp"
 #include "lpx/kernels/hadamard.hpp"
+#include "lpx/kernels/quantize.hpp"
 
 namespace lpx::kernels {
 
@@ -95,6 +101,44 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
       add("decode " + std::string(p.f->name), n * (cb + sizeof(float)),
           [&] { decode_device(codes.get(), out.get<float>(), n, *p.f); });
   }
+  // Block formats on an (n / 4096, 4096) matrix: bytes are the float32 input or output,
+  // the codes and the scales (the two-level amax pass is not counted: it is the same
+  // logical operation).
+  struct BlockPath {
+    const char* spec;
+    Rounding round;
+  };
+  const size_t cols = n >= 4096 ? 4096 : n, mrows = n / cols, nq = mrows * cols;
+  cuda::Buffer scales(nq / 16 * sizeof(float) + sizeof(float));
+  for (const BlockPath& p : {BlockPath{"mxfp8_e4m3", Rounding::rne}, BlockPath{"mxfp8_e4m3", Rounding::sr},
+                             BlockPath{"mxfp4", Rounding::rne}, BlockPath{"mxfp4", Rounding::sr},
+                             BlockPath{"nvfp4", Rounding::rne}, BlockPath{"nvfp4", Rounding::sr},
+                             BlockPath{"fp8_block128", Rounding::rne}}) {
+    const BlockFormat f = parse_block_format(p.spec);
+    QuantizeOptions o;
+    o.round = p.round;
+    o.seed = 1;
+    const bool coded = f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
+    const int64_t per_block = f.block.kind == BlockShape::Kind::tile ? f.block.rows * f.block.cols
+                                                                      : f.block.length;
+    const size_t nb = nq / static_cast<size_t>(per_block);
+    const size_t scale_bytes = nb * (coded ? 1 : sizeof(float));
+    uint8_t* sc = coded ? scales.get<uint8_t>() : nullptr;
+    float* sv = coded ? nullptr : scales.get<float>();
+    float* ts = reinterpret_cast<float*>(scales.get<uint8_t>() + nq / 16 * sizeof(float));
+    const std::string tag = std::string(p.spec) + " " + std::string(rounding_name(p.round));
+    add("quantize " + tag, nq * (sizeof(float) + 1) + scale_bytes, [&] {
+      quantize_device(in.get<float>(), mrows, cols, f, o, codes.get<uint8_t>(), sc, sv, ts);
+    });
+    if (p.round == Rounding::rne)
+      add("dequantize " + std::string(p.spec), nq * (1 + sizeof(float)) + scale_bytes, [&] {
+        dequantize_device(codes.get<uint8_t>(), sc, sv, ts, mrows, cols, f, false, out.get<float>());
+      });
+    add("fake_quantize " + tag, 2 * nq * sizeof(float) + scale_bytes, [&] {
+      fake_quantize_device(in.get<float>(), mrows, cols, f, o, out.get<float>(), sc, sv, ts);
+    });
+  }
+  scales.reset();
   for (int h : {16, 128})
     add("hadamard " + std::to_string(h), 2 * n * sizeof(float), [&] {
       hadamard_device(in.get<float>(), out.get<float>(), n / static_cast<size_t>(h), h, nullptr, 1, 0);
@@ -123,6 +167,32 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
       r.path = std::string("gemm ") + c.name + " " + std::to_string(s);
       r.seconds = median_seconds(opt.repetitions,
                                  [&] { gemm(s, s, s, xo, wo, y.get(), GemmDtype::bf16); });
+      r.tflops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s) /
+                 r.seconds / 1e12;
+      rows.push_back(r);
+    }
+    // Quantized operands through gemm(QuantizedOperand): whichever path this device takes
+    // (named in the row), timed whole: scale tiling / FP4 packing or the BF16 dequantize
+    // included. Zero codes and scales; NVFP4's tensor scales read 1.
+    cuda::Buffer sc(s * s / 16 * 2);
+    cuda::check(cudaMemset(sc.get(), 0, s * s / 16 * 2), "memset");
+    for (const char* spec : {"mxfp8_e4m3", "nvfp4", "mxfp4"}) {
+      const BlockFormat f = parse_block_format(spec);
+      QuantizedOperand xq, wq;
+      xq.format = wq.format = f;
+      xq.codes = x.get<uint8_t>();
+      wq.codes = w.get<uint8_t>();
+      xq.scale_codes = sc.get<uint8_t>();
+      wq.scale_codes = sc.get<uint8_t>() + s * s / 16;
+      xq.tensor_scale = scales.get<float>();
+      wq.tensor_scale = scales.get<float>() + 1;
+      GemmPath path = GemmPath::automatic;
+      GpuBenchRow r;
+      r.seconds = median_seconds(opt.repetitions, [&] {
+        path = gemm(s, s, s, xq, wq, y.get(), GemmDtype::bf16);
+      });
+      r.path = std::string("gemm ") + spec + " " + std::to_string(s) + " (" +
+               std::string(gemm_path_name(path)) + ")";
       r.tflops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s) /
                  r.seconds / 1e12;
       rows.push_back(r);

@@ -1,15 +1,21 @@
 // `lpx validate [--require-gpu] [--elements N] [--bench]`: every CUDA kernel against the
 // CPU emulator, bit for bit (codes, scales and values compared as bits, never with a
 // tolerance): element encode / fake-cast for every named format x rounding x overflow,
-// decode of every code, block quantization (MX rows and columns under every scale rule,
-// NVFP4 1x16 and 16x16, 1x128 / 128x128 fp32, ragged shapes) against lpx::quantize, the
-// Hadamard transform against its CPU reference, and on sm_89+ the emulator against the
-// hardware's cvt.rn.satfinite FP8 instructions. Inputs mix normal, heavy-tailed,
-// subnormal, NaN/Inf, zero and exact-tie values. Prints one row per (kernel, format, mode)
-// and exits 1 on any mismatch. Without a device it validates nothing and says so (exit 0;
-// 1 with --require-gpu). --bench also prints the GPU benchmarks (kernels/bench.hpp).
+// decode of every code, block quantize / dequantize / fused fake_quantize (MX rows and
+// columns under every scale rule, NVFP4 1x16 and 16x16, 1x128 / 128x128 fp32, ragged
+// shapes, SR with the 3/4 headroom and the subnormal flush) against lpx::quantize /
+// dequantize / fake_quantize_values (a dequantized NaN equals any NaN: its payload is the
+// executor's), the Hadamard transform against its CPU reference, and on sm_89+ the
+// emulator against the hardware's cvt.rn.satfinite FP8 instructions. Inputs mix normal,
+// heavy-tailed, subnormal, NaN/Inf, zero and exact-tie values. Prints one row per
+// (kernel, format, mode). GEMMs over quantized operands (kernels::gemm_host, whichever path
+// the device takes) are checked against dequantize-then-double on the CPU with an error
+// bound, since accumulation order differs. Exits 1 on any mismatch. Without a device it
+// validates nothing and says so (exit 0; 1 with --require-gpu). --bench also prints the
+// GPU benchmarks (kernels/bench.hpp).
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +32,7 @@
 #include "lpx/kernels/bench.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/device.hpp"
+#include "lpx/kernels/gemm.hpp"
 #include "lpx/kernels/hadamard.hpp"
 #include "lpx/kernels/hw_cvt.hpp"
 #include "lpx/kernels/quantize.hpp"
@@ -150,14 +157,40 @@ Row validate_decode(const ElementFormat& f) {
   return row;
 }
 
-Row validate_quantize(const std::string& spec, int axis, Rounding r, uint64_t elements) {
+// NaN values compare equal to any NaN: a dequantized NaN's payload is the executor's
+// (kernels/quantize.hpp); every other value, and every code and scale, bit for bit.
+uint64_t count_values_differ(const std::vector<float>& a, const std::vector<float>& b) {
+  uint64_t bad = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    bad += float_to_bits(a[i]) != float_to_bits(b[i]) && !(std::isnan(a[i]) && std::isnan(b[i]));
+  return bad;
+}
+
+uint64_t count_scales_differ(const QuantizedTensor& cpu, const QuantizedTensor& dev) {
+  uint64_t bad = 0;
+  for (size_t i = 0; i < cpu.scale_codes.size(); ++i) bad += cpu.scale_codes[i] != dev.scale_codes[i];
+  for (size_t i = 0; i < cpu.scale_values.size(); ++i)
+    bad += float_to_bits(cpu.scale_values[i]) != float_to_bits(dev.scale_values[i]);
+  if (cpu.tensor_scale)
+    bad += float_to_bits(*cpu.tensor_scale) != float_to_bits(dev.tensor_scale.value_or(0.0f));
+  return bad;
+}
+
+// Block quantization, dequantization and fused fake quantization of one format against
+// lpx::quantize / dequantize / fake_quantize_values: three rows.
+std::vector<Row> validate_block(const std::string& spec, int axis, Rounding r, bool headroom,
+                                uint64_t elements) {
   BlockFormat f = parse_block_format(spec);
   f.block.axis = axis;
-  Row row{"quantize", spec + (axis == 0 ? " (columns)" : ""), std::string(rounding_name(r))};
+  const std::string name = spec + (axis == 0 ? " (columns)" : "");
+  const std::string mode = std::string(rounding_name(r)) + (headroom ? " 3/4+flush" : "");
+  Row quant{"quantize", name, mode}, deq{"dequantize", name, mode}, fake{"fake_quantize", name, mode};
   QuantizeOptions o;
   o.round = r;
   o.seed = 99;
   o.stream = 1;
+  o.headroom_3_4 = headroom;
+  o.flush_subnormal_inputs = headroom;
   const int64_t cols = 1000 + 37;  // ragged for every block size
   for (uint64_t done = 0; done < elements;) {
     const int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(std::min<uint64_t>(kChunk, elements - done)) / cols);
@@ -167,17 +200,22 @@ Row validate_quantize(const std::string& spec, int axis, Rounding r, uint64_t el
     for (size_t i = 0; i < static_cast<size_t>(cols) && i < x.size(); ++i) x[i] = 0.0f;  // zero blocks
     const QuantizedTensor cpu = quantize({x, shape}, f, o);
     const QuantizedTensor dev = kernels::quantize_host(x, shape, f, o);
-    uint64_t bad = 0;
+    uint64_t bad = count_scales_differ(cpu, dev);
     for (size_t i = 0; i < x.size(); ++i) bad += cpu.codes[i] != dev.codes[i];
-    for (size_t i = 0; i < cpu.scale_codes.size(); ++i) bad += cpu.scale_codes[i] != dev.scale_codes[i];
-    for (size_t i = 0; i < cpu.scale_values.size(); ++i)
-      bad += float_to_bits(cpu.scale_values[i]) != float_to_bits(dev.scale_values[i]);
-    if (cpu.tensor_scale) bad += float_to_bits(*cpu.tensor_scale) != float_to_bits(dev.tensor_scale.value_or(0.0f));
-    row.mismatches += bad;
-    row.elements += x.size();
+    quant.mismatches += bad;
+    std::vector<float> want(x.size()), got(x.size());
+    dequantize(cpu, want);
+    kernels::dequantize_host(cpu, got);
+    deq.mismatches += count_values_differ(want, got);
+    const QuantizedTensor cpu_fq = fake_quantize_values({x, shape}, want, f, o);
+    const QuantizedTensor dev_fq = kernels::fake_quantize_host(x, shape, got, f, o);
+    fake.mismatches += count_values_differ(want, got) + count_scales_differ(cpu_fq, dev_fq);
+    quant.elements += x.size();
+    deq.elements += x.size();
+    fake.elements += x.size();
     done += x.size();
   }
-  return row;
+  return {quant, deq, fake};
 }
 
 Row validate_hadamard(int n, uint64_t elements) {
@@ -192,6 +230,68 @@ Row validate_hadamard(int n, uint64_t elements) {
   row.elements = total;
   row.mismatches = count_bits_differ(cpu, dev);
   return row;
+}
+
+// GEMM over quantized operands (kernels::gemm_host, whichever path the device takes)
+// against the CPU: both operands dequantized by lpx::dequantize, the product in double.
+// Accumulation order differs, so this is a tolerance check: err = |y - ref| / sum_k |x w|
+// per output; an output beyond `bound` counts as a mismatch. The bound is 2^-10 where the
+// operands reach the GEMM exactly (block-scaled paths; BF16 fallback of MX / NVFP4 /
+// power-of-two formats) and 2^-7 where the fallback rounds fp32-scaled values to BF16.
+struct GemmRow {
+  Row row;
+  double max_err = 0, bound = 0;
+};
+
+GemmRow validate_gemm(const std::string& xs, const std::string& ws, int axis, bool headroom_sr) {
+  const int64_t m = 520, n = 264, k = 1024;  // m, n not multiples of 128: padded scale tiles
+  BlockFormat fx = parse_block_format(xs), fw = parse_block_format(ws);
+  if (fx.block.kind == BlockShape::Kind::vector) fx.block.axis = axis;
+  if (fw.block.kind == BlockShape::Kind::vector) fw.block.axis = axis;
+  QuantizeOptions o;
+  if (headroom_sr) {
+    o.round = Rounding::sr;
+    o.headroom_3_4 = true;
+    o.seed = 3;
+  }
+  std::vector<float> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k));
+  fill(x, 0, fx.element);
+  fill(w, 1u << 30, fw.element);
+  for (float& v : x) v = std::isfinite(v) ? v : 1.0f;
+  for (float& v : w) v = std::isfinite(v) ? v : -1.0f;
+  const std::vector<int64_t> sx{m, k}, sw{n, k};
+  const QuantizedTensor qx = quantize({x, sx}, fx, o), qw = quantize({w, sw}, fw, o);
+  std::vector<float> dx(x.size()), dw(w.size()), y(static_cast<size_t>(m * n));
+  dequantize(qx, dx);
+  dequantize(qw, dw);
+  const kernels::GemmPath path = kernels::gemm_host(qx, qw, y);
+  GemmRow g;
+  g.row = Row{"gemm", xs + " x " + ws + (axis == 0 ? " (columns)" : ""),
+              std::string(kernels::gemm_path_name(path)) + (headroom_sr ? " sr 3/4" : "")};
+  const bool rounded = path == kernels::GemmPath::bf16_fallback &&
+                       (fx.scale == ScaleFormat::fp32 || fw.scale == ScaleFormat::fp32);
+  g.bound = rounded ? 0x1p-7 : 0x1p-10;
+  std::vector<double> err(y.size());
+#pragma omp parallel for
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      const float* a = dx.data() + i * k;
+      const float* b = dw.data() + j * k;
+      for (int64_t t = 0; t < k; ++t) {
+        const double p = static_cast<double>(a[t]) * static_cast<double>(b[t]);
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double e = std::fabs(static_cast<double>(y[static_cast<size_t>(i * n + j)]) - ref);
+      err[static_cast<size_t>(i * n + j)] = mag > 0 ? e / mag : e;
+    }
+  for (double e : err) {
+    g.max_err = std::max(g.max_err, std::isnan(e) ? 1e300 : e);
+    g.row.mismatches += !(e <= g.bound);
+  }
+  g.row.elements = y.size();
+  return g;
 }
 
 // Emulator vs the silicon: lpx::encode(rne, sat) must equal cvt.rn.satfinite, except that
@@ -230,11 +330,14 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
                          "e2m1:b32:e8m0:even", "nvfp4", "nvfp4_2d", "fp8_block128",
                          "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0"};
   const auto formats = named_formats();
-  // Budget: the element casts take 3/4 of the elements, quantization 1/5, the rest the
-  // Hadamard and hardware checks.
+  // Budget: the element casts take 3/4 of the elements, the block kernels 1/5, the rest
+  // the Hadamard and hardware checks.
   const uint64_t cast_combos = formats.size() * 6 * 2;
   const uint64_t per_cast = std::max<uint64_t>(1024, elements * 3 / 4 / cast_combos);
-  const uint64_t per_quant = std::max<uint64_t>(4096, elements / 5 / (std::size(specs) * 2 * 2));
+  // Block combos: every spec x {rows, columns} x {rne, sr}, plus 3 headroom runs; each
+  // compares quantize, dequantize and fake_quantize (3 rows of per_quant elements).
+  const uint64_t block_combos = std::size(specs) * 2 * 2 + 3;
+  const uint64_t per_quant = std::max<uint64_t>(4096, elements / 5 / (block_combos * 3));
   const uint64_t per_other = std::max<uint64_t>(4096, elements / 20 / 6);
   std::vector<Row> rows;
   auto report = [&](const Row& r) {
@@ -251,12 +354,37 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   }
   for (const char* spec : specs)
     for (int axis : {-1, 0})
-      for (Rounding r : {Rounding::rne, Rounding::sr}) report(validate_quantize(spec, axis, r, per_quant));
+      for (Rounding r : {Rounding::rne, Rounding::sr})
+        for (const Row& row : validate_block(spec, axis, r, false, per_quant)) report(row);
+  // The 3/4 headroom and the subnormal flush (Tseng et al.; Rouhani et al.) with SR.
+  for (const char* spec : {"mxfp4", "nvfp4", "mxfp8_e4m3"})
+    for (const Row& row : validate_block(spec, -1, Rounding::sr, true, per_quant)) report(row);
   for (int n : {16, 32, 64, 128}) report(validate_hadamard(n, per_other));
   Row hw;
   if (validate_hardware(fmt8::e4m3fn, kernels::HwCvt::e4m3_rn_satfinite, per_other, hw)) report(hw);
   else std::printf("hw cvt: skipped (the device is below sm_89)\n");
   if (validate_hardware(fmt8::e5m2, kernels::HwCvt::e5m2_rn_satfinite, per_other, hw)) report(hw);
+  std::printf("\n%-20s %-40s %-24s %10s %10s %12s %10s\n", "kernel", "X x W", "path", "outputs",
+              "beyond", "max err", "bound");
+  struct GemmCase {
+    const char *x, *w;
+    int axis;
+    bool headroom_sr;
+  };
+  for (const GemmCase& c :
+       {GemmCase{"mxfp8_e4m3", "mxfp8_e4m3", -1, false}, GemmCase{"mxfp8_e4m3", "mxfp8_e5m2", -1, false},
+        GemmCase{"mxfp8_e5m2", "mxfp8_e5m2", -1, false}, GemmCase{"mxfp8_e4m3", "mxfp8_e4m3", 0, false},
+        GemmCase{"nvfp4", "nvfp4", -1, false}, GemmCase{"nvfp4", "nvfp4", -1, true},
+        GemmCase{"nvfp4_2d", "nvfp4_2d", -1, false}, GemmCase{"mxfp4", "mxfp4", -1, false},
+        GemmCase{"mxfp6_e3m2", "mxfp6_e3m2", -1, false}, GemmCase{"mxint8", "mxint8", -1, false},
+        GemmCase{"fp8_tensor", "fp8_tensor", -1, false}, GemmCase{"fp8_block128", "fp8_block128x128", -1, false}}) {
+    const GemmRow g = validate_gemm(c.x, c.w, c.axis, c.headroom_sr);
+    rows.push_back(g.row);
+    std::printf("%-20s %-40s %-24s %10llu %10llu %12.3e %10.3e\n", g.row.kernel.c_str(),
+                g.row.format.c_str(), g.row.mode.c_str(), static_cast<unsigned long long>(g.row.elements),
+                static_cast<unsigned long long>(g.row.mismatches), g.max_err, g.bound);
+    std::fflush(stdout);
+  }
   uint64_t total = 0, bad = 0;
   for (const Row& r : rows) {
     total += r.elements;
