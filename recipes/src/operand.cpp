@@ -91,6 +91,36 @@ void error_stats(const float* v, const float* q, int64_t n, OperandStats& st) {
   st.flushed_pct = nonzero ? 100.0 * static_cast<double>(flushed) / static_cast<double>(nonzero) : 0;
 }
 
+// Small operands (attention's per-head products) are cast on the calling thread: an
+// OpenMP region per tiny call costs more than it gives. Results never depend on it.
+int threads_for(int64_t n) { return n < (int64_t{1} << 16) ? 1 : 0; }
+
+// The block-format part of AppliedOperand, from the format the call quantized with (its
+// axis already set to the reduction axis).
+void describe_block(const BlockFormat& f, int64_t rows, int64_t cols, const RoleSpec& s,
+                    AppliedOperand* a) {
+  a->element = std::string(f.element.name_view());
+  const int axis = f.block.axis < 0 ? f.block.axis + 2 : f.block.axis;
+  switch (f.block.kind) {
+    case BlockShape::Kind::vector:
+      a->block = axis == 1 ? fmt::format("1x{}", f.block.length) : fmt::format("{}x1", f.block.length);
+      break;
+    case BlockShape::Kind::tile: a->block = fmt::format("{}x{}", f.block.rows, f.block.cols); break;
+    case BlockShape::Kind::channel: a->block = axis == 1 ? fmt::format("1x{}", cols) : fmt::format("{}x1", rows); break;
+    case BlockShape::Kind::tensor: a->block = "tensor"; break;
+  }
+  a->scale = std::string(scale_format_name(f.scale));
+  a->tensor_scale = f.two_level() ? "fp32" : "none";
+  if (f.power_of_two_scale()) a->scale_rule = std::string(scale_rule_name(f.rule));
+  else if (s.amax_history)
+    a->scale_rule = fmt::format("history_{}:{}",
+                                s.amax_history->reduction == AmaxHistory::Reduction::max ? "max" : "most_recent",
+                                s.amax_history->length);
+  else a->scale_rule = "amax";
+  a->headroom_3_4 = s.headroom_3_4;
+  a->margin = s.margin;
+}
+
 }  // namespace
 
 OperandQuantizer::OperandQuantizer(const Recipe& recipe, const LayerInfo& layer, uint64_t seed)
@@ -111,8 +141,33 @@ std::vector<float> OperandQuantizer::signs(GemmRole role, uint64_t step) const {
   return hadamard_signs(t.size, k.seed, k.stream);
 }
 
+std::vector<float> OperandQuantizer::history_values(GemmRole role) const {
+  const auto& v = history_values_[static_cast<size_t>(role)];
+  return {v.begin(), v.end()};
+}
+
+void OperandQuantizer::restore_history(GemmRole role, std::span<const float> values) {
+  const size_t i = static_cast<size_t>(role);
+  auto& h = histories_[i];
+  if (!h) {
+    if (values.empty()) return;
+    throw std::invalid_argument(fmt::format("OperandQuantizer::restore_history({}): layer {} keeps no amax history",
+                                            role_name(role), layer_.name));
+  }
+  if (values.size() > h->length())
+    throw std::invalid_argument(fmt::format(
+        "OperandQuantizer::restore_history({}): {} values for a history of length {} (layer {})",
+        role_name(role), values.size(), h->length(), layer_.name));
+  h.emplace(h->length(), h->reduction());
+  history_values_[i].clear();
+  for (float a : values) {
+    h->push(a);
+    history_values_[i].push_back(a);
+  }
+}
+
 void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
-                             uint64_t step, OperandStats* stats) {
+                             uint64_t step, OperandStats* stats, AppliedOperand* applied) {
   if (rows < 0 || cols < 0)
     throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): negative shape {}x{}",
                                             role_name(role), rows, cols));
@@ -130,12 +185,25 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   // gets no transform. Both operands of a GEMM share the reduction extent, so they skip
   // it together and the product stays consistent.
   const int64_t extent = axis == 1 ? cols : rows;
-  if (s.transform.kind == Transform::Kind::rht && extent % s.transform.size == 0) {
+  const bool transformed = s.transform.kind == Transform::Kind::rht && extent % s.transform.size == 0;
+  if (applied) {
+    *applied = AppliedOperand{};
+    applied->axis = axis;
+    if (transformed)
+      applied->transform = fmt::format("rht{}:{}", s.transform.size,
+                                       s.transform.signs == Transform::Signs::fixed ? "fixed" : "per_call");
+    if (s.kind != RoleSpec::Kind::fp32) {
+      applied->rounding = std::string(rounding_name(s.round));
+      applied->sr_bits = s.round == Rounding::sr ? s.sr_bits : 0;
+    }
+  }
+  if (transformed) {
     const std::vector<float> sg = signs(role, step);
     if (s.kind == RoleSpec::Kind::fp32) {
       if (out != in) std::memcpy(out, in, count * sizeof(float));
       try {
-        hadamard_blocks(out, rows, cols, axis, s.transform.size, sg);
+        if (backend_) backend_->hadamard(out, rows, cols, axis, s.transform.size, sg);
+        else hadamard_blocks(out, rows, cols, axis, s.transform.size, sg);
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
       }
@@ -143,7 +211,8 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
     } else {
       buffer.assign(in, in + n);
       try {
-        hadamard_blocks(buffer.data(), rows, cols, axis, s.transform.size, sg);
+        if (backend_) backend_->hadamard(buffer.data(), rows, cols, axis, s.transform.size, sg);
+        else hadamard_blocks(buffer.data(), rows, cols, axis, s.transform.size, sg);
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
       }
@@ -165,16 +234,25 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       CastOptions opt;
       opt.round = s.round;
       opt.overflow = Overflow::ieee;
+      opt.threads = threads_for(n);
       opt.seed = key.seed;
       opt.stream = key.stream;
       opt.sr_bits = s.sr_bits;
-      fake_cast_array(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
+      if (backend_) backend_->fake_cast(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
+      else fake_cast_array(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
+      if (applied) applied->element = "bfloat16";
       if (stats)
         for (size_t i = 0; i < count; ++i) saturated += std::isfinite(v[i]) && !std::isfinite(out[i]) ? 1 : 0;
       break;
     }
     case RoleSpec::Kind::ternary_absmean:
       fake_quantize_ternary_absmean(std::span<const float>(v, count), std::span<float>(out, count), &saturated);
+      if (applied) {
+        applied->element = "ternary";
+        applied->block = "tensor";
+        applied->scale = "absmean";
+        applied->rounding = "rne";
+      }
       break;
     case RoleSpec::Kind::block: {
       BlockFormat f = s.block;
@@ -182,6 +260,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       QuantizeOptions opt;
       opt.round = s.round;
       opt.overflow = Overflow::sat;
+      opt.threads = threads_for(n);
       opt.seed = key.seed;
       opt.stream = key.stream;
       opt.sr_bits = s.sr_bits;
@@ -190,10 +269,16 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       auto& history = histories_[i_role];
       opt.history = history ? &*history : nullptr;
       const int64_t shape[2] = {rows, cols};
-      const QuantizedTensor q = fake_quantize_values(
-          TensorView<const float>{std::span<const float>(v, count), std::span<const int64_t>(shape, 2)},
-          std::span<float>(out, count), f, opt);
-      if (history) history->push(q.amax);
+      const TensorView<const float> view{std::span<const float>(v, count), std::span<const int64_t>(shape, 2)};
+      const QuantizedTensor q = backend_ ? backend_->fake_quantize(view, std::span<float>(out, count), f, opt)
+                                         : fake_quantize_values(view, std::span<float>(out, count), f, opt);
+      if (applied) describe_block(f, rows, cols, s, applied);
+      if (history) {
+        history->push(q.amax);
+        auto& mirror = history_values_[i_role];
+        mirror.push_back(q.amax);
+        while (mirror.size() > history->length()) mirror.pop_front();
+      }
       saturated = q.stats.saturated;
       clamped = q.stats.clamped_scales;
       break;
@@ -204,7 +289,8 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
     // v was overwritten only when it is out (fp32 role with a transform): then q == v.
     *stats = OperandStats{};
     error_stats(v, out, n, *stats);
-    stats->saturated_pct = n ? 100.0 * static_cast<double>(saturated) / static_cast<double>(n) : 0;
+    stats->saturated_pct = saturated < 0 ? std::numeric_limits<double>::quiet_NaN()  // not counted
+                           : n ? 100.0 * static_cast<double>(saturated) / static_cast<double>(n) : 0;
     stats->clamped_blocks = clamped;
   }
 }

@@ -41,6 +41,9 @@
 // call, with an empty history, uses scale 1 as Transformer Engine does) and then pushes
 // this operand's amax. So apply() changes state: call it once per role per step, in step
 // order. Calls for different roles may run concurrently; calls for the same role may not.
+// The histories are the quantizer's only state (SR and RHT signs are keyed by step):
+// history_values() / restore_history() save and restore it, which is what makes a
+// resumed training run (sim's checkpoints) bit-identical to an uninterrupted one.
 //
 // High-precision layers (keeps_high_precision): every role becomes the recipe's
 // high_precision.format (bf16 cast with RNE, or fp32 = untouched), with no transform.
@@ -48,10 +51,14 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "lpx/formats/cast.hpp"
 #include "lpx/formats/quantize.hpp"
 #include "lpx/recipes/recipe.hpp"
 
@@ -63,10 +70,35 @@ struct OperandStats {
   int64_t elements = 0;
   float amax = 0;             // largest finite |v| of what the format saw (after the transform)
   double flushed_pct = 0;     // % of nonzero inputs that became zero
-  double saturated_pct = 0;   // % of elements clipped at the format's largest value
+  double saturated_pct = 0;   // % of elements clipped at the format's largest value (NaN:
+                              // not counted, by a backend that cannot)
   double sqnr_db = 0;         // 10 log10(sum v^2 / sum (q - v)^2), v = transformed input,
                               // q = output, over finite v; +inf when q == v
-  int64_t clamped_blocks = 0;  // blocks whose scale was clamped (quantize.hpp)
+  int64_t clamped_blocks = 0;  // blocks whose scale was clamped (quantize.hpp); -1: not counted
+};
+
+// What one apply() call did to its operand, in words: the run log stores it per layer
+// and role (sim/run_log.hpp, /quant/applied), so a reader sees which format really ran.
+struct AppliedOperand {
+  std::string element = "float32";  // "float32" (not quantized), "bfloat16", "ternary", or
+                                     // the block format's canonical element name
+  // One block's extent in the operand's row-major (rows x cols) layout: "1x16" (a vector
+  // along axis 1), "16x1" (along axis 0), "16x16" (a 2-D tile), "1xK" / "Mx1" (one scale
+  // per row / column: per-channel), "tensor" (one scale); "none" for element casts.
+  std::string block = "none";
+  std::string scale = "none";         // "e8m0" | "pow2" | "fp32" | "e4m3" | "absmean" | "none"
+  std::string tensor_scale = "none";  // "fp32": a second, per-tensor scale (NVFP4)
+  // "floor" | "rceil" | "ceil" | "even" (power-of-two scales); "amax" (fp32 or e4m3 scales
+  // from this tensor's amax); "history_max:N" | "history_most_recent:N" (delayed scaling
+  // over N steps); "none".
+  std::string scale_rule = "none";
+  std::string rounding = "none";      // rounding_name(), "none" when nothing was rounded
+  std::string transform = "none";     // "rht16:fixed", "rht64:per_call", ... or "none"
+  int axis = -1;                      // the reduction axis the call used (0 or 1)
+  int sr_bits = 0;                    // random bits per element with rounding "sr", else 0
+  bool headroom_3_4 = false;
+  int margin = 0;
+  bool operator==(const AppliedOperand&) const = default;
 };
 
 struct CallKey {
@@ -85,15 +117,37 @@ CallKey call_key(uint64_t seed, const LayerInfo& layer, uint32_t tag, uint64_t s
 float fake_quantize_ternary_absmean(std::span<const float> in, std::span<float> out,
                                     int64_t* saturated = nullptr, int64_t* flushed = nullptr);
 
+// Where apply() runs its three kernels. The default (a null backend) is the CPU: formats'
+// fake_quantize_values and fake_cast_array, numerics' hadamard_blocks. Another executor
+// (sim's CUDA backend, for `lpx train --device gpu`) must give the same bits; the
+// quantizer keeps the keys, the signs, the order of the steps and the statistics, so an
+// executor only computes.
+class OperandBackend {
+ public:
+  virtual ~OperandBackend() = default;
+  // hadamard_blocks(data, rows, cols, axis, n, signs), in place.
+  virtual void hadamard(float* data, int64_t rows, int64_t cols, int axis, int n,
+                        std::span<const float> signs) = 0;
+  // fake_quantize_values(v, out, f, opt). A backend that cannot count saturated elements
+  // or clamped scales sets stats.saturated / stats.clamped_scales to -1 (the quantizer
+  // then reports them as NaN / -1); amax must be right when opt.history is set.
+  virtual QuantizedTensor fake_quantize(TensorView<const float> v, std::span<float> out,
+                                        const BlockFormat& f, const QuantizeOptions& opt) = 0;
+  // fake_cast_array(in, out, f, opt).
+  virtual void fake_cast(std::span<const float> in, std::span<float> out, const ElementFormat& f,
+                         const CastOptions& opt) = 0;
+};
+
 class OperandQuantizer {
  public:
   // Keeps a copy of the recipe's role specs; `recipe` need not outlive it.
   OperandQuantizer(const Recipe& recipe, const LayerInfo& layer, uint64_t seed);
 
   // in and out are row-major (rows x cols) float32; out may equal in (in place); they
-  // must not otherwise overlap. stats, when given, is filled (see OperandStats).
+  // must not otherwise overlap. stats, when given, is filled (see OperandStats); so is
+  // applied (what this call did).
   void apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
-             uint64_t step, OperandStats* stats = nullptr);
+             uint64_t step, OperandStats* stats = nullptr, AppliedOperand* applied = nullptr);
 
   // fp32 role without a transform: apply() would copy in to out unchanged.
   bool is_identity(GemmRole role) const { return spec(role).is_identity(); }
@@ -101,6 +155,8 @@ class OperandQuantizer {
   const RoleSpec& spec(GemmRole role) const { return specs_[static_cast<size_t>(role)]; }
   bool high_precision() const { return high_precision_; }
   const LayerInfo& layer() const { return layer_; }
+  // Runs apply()'s kernels on `backend` (null: the CPU).
+  void set_backend(std::shared_ptr<OperandBackend> backend) { backend_ = std::move(backend); }
   // The sign vector (length n) the role's transform uses at `step`; empty without one.
   std::vector<float> signs(GemmRole role, uint64_t step) const;
   // The delayed-scaling history of a role, or null.
@@ -108,13 +164,23 @@ class OperandQuantizer {
     const auto& h = histories_[static_cast<size_t>(role)];
     return h ? &*h : nullptr;
   }
+  // The amax values the role's history holds, oldest first (at most its length; empty
+  // without a history).
+  std::vector<float> history_values(GemmRole role) const;
+  // Replaces the role's history with `values` (oldest first), as if they had been pushed
+  // in order. Throws std::invalid_argument when the role keeps no history and values is
+  // not empty, or when there are more values than the history's length.
+  void restore_history(GemmRole role, std::span<const float> values);
 
  private:
   std::array<RoleSpec, kGemmRoles> specs_;
   std::array<std::optional<AmaxHistory>, kGemmRoles> histories_;
+  // What each history holds (AmaxHistory does not expose its values), oldest first.
+  std::array<std::deque<float>, kGemmRoles> history_values_;
   LayerInfo layer_;
   uint64_t seed_;
   bool high_precision_;
+  std::shared_ptr<OperandBackend> backend_;
 };
 
 }  // namespace lpx
