@@ -33,8 +33,10 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
     return;
   }
   const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
+  // One chunk (attention's per-head products, small layers) runs without opening a
+  // parallel region: on a busy machine a region per tiny GEMM costs far more than it gives.
   if (acc.is_fp32()) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t ci = 0; ci < chunks; ++ci) {
       const int64_t r0 = ci * kRowChunk;
       const int64_t rows = std::min(kRowChunk, m - r0);
@@ -68,7 +70,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   const int64_t b_sk = tb == Trans::n ? n : 1, b_sj = tb == Trans::n ? 1 : k;
   const int mb = acc.mantissa_bits;
   const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t ci = 0; ci < chunks; ++ci) {
     const int64_t r1 = std::min(m, (ci + 1) * kRowChunk);
     for (int64_t i = ci * kRowChunk; i < r1; ++i)
@@ -97,15 +99,33 @@ const float* QuantGemms::quant(Role r, const float* in, int64_t rows, int64_t co
   OperandStats* sp = collect ? &s : nullptr;
   const float* result = in;
   if (q_->is_identity(r)) {
-    if (collect) fill_stats_from_difference(in, in, rows * cols, sp);
+    if (collect) {
+      fill_stats_from_difference(in, in, rows * cols, sp);
+      s.applied.axis = reduction_axis(r);
+    }
   } else {
     buf.resize(static_cast<size_t>(rows * cols));
     q_->apply(r, in, buf.data(), rows, cols, step, sp);
     result = buf.data();
   }
+  if (operand_hook) operand_hook(r, in, result, rows, cols, step);
   if (collect) {
     OperandStats& t = stats[static_cast<size_t>(r)];
     if (merge && t.elements > 0) {
+      // calls that applied different formats (a transform skipped for one extent, say)
+      // are listed side by side: "rht64:per_call|none"
+      auto join = [](std::string& a, const std::string& b) {
+        if (a != b && ("|" + a + "|").find("|" + b + "|") == std::string::npos) a += "|" + b;
+      };
+      AppliedFormat& a = t.applied;
+      const AppliedFormat& b = s.applied;
+      join(a.element, b.element);
+      join(a.block, b.block);
+      join(a.scale, b.scale);
+      join(a.tensor_scale, b.tensor_scale);
+      join(a.scale_rule, b.scale_rule);
+      join(a.rounding, b.rounding);
+      join(a.transform, b.transform);
       const double n0 = static_cast<double>(t.elements), n1 = static_cast<double>(s.elements);
       t.flushed_pct = (t.flushed_pct * n0 + s.flushed_pct * n1) / (n0 + n1);
       t.saturated_pct = (t.saturated_pct * n0 + s.saturated_pct * n1) / (n0 + n1);
@@ -127,7 +147,7 @@ void QuantGemms::forward(const float* x, const float* w, const float* bias, floa
   // y (M,N) = xq (M,K) wq (N,K)^T
   gemm(Trans::n, Trans::t, xq, wq, y, m, n, k, acc_, false);
   if (bias) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m > kRowChunk)
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
   }

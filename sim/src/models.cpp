@@ -174,7 +174,6 @@ class Gpt final : public Model {
   struct Block {
     int64_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     QuantGemms *qkv, *proj, *fc, *fcproj, *attn;
-    bool attn_high;
     // activations, each for the B*T rows of the batch
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv_out, preatt, att, atty, res2, ln2,
         ln2_mean, ln2_rstd, fch, fch_act;
@@ -237,7 +236,10 @@ class Gpt final : public Model {
       k.qkv = add("attn.qkv", LayerInfo::linear);
       k.attn = add("attn.bmm", LayerInfo::attention_bmm);
       k.attn->merge = true;
-      k.attn_high = recipe.keeps_high_precision(k.attn->info());
+      // Attention products always run through the layer's quantizer and GEMMs (gather,
+      // attention_forward_quant): kept in "bf16" the quantizer rounds Q, K, P, V and their
+      // gradients to bfloat16 (RNE) and the GEMMs accumulate in fp32 (make_gemms gives kept
+      // layers fp32 accumulation); kept in "fp32" the operands pass through untouched.
       k.proj = add("attn.proj", LayerInfo::linear);
       k.fc = add("mlp.fc", LayerInfo::linear);
       k.fcproj = add("mlp.proj", LayerInfo::linear);
@@ -258,7 +260,6 @@ class Gpt final : public Model {
     resize(dres_a_, N * C_); resize(dres_b_, N * C_); resize(dln_, N * C_);
     resize(dqkv_, N * 3 * C_); resize(datty_, N * C_);
     resize(dfch_, N * F_); resize(dfch_act_, N * H_);
-    resize(dpreatt_, int64_t{B_} * NH_ * T_ * T_); resize(datt_, int64_t{B_} * NH_ * T_ * T_);
   }
 
   double forward(const Batch& b, uint64_t step, bool collect) {
@@ -277,8 +278,7 @@ class Gpt final : public Model {
       // qkv (B,T,3C) = ln1 Wqkv^T + b
       k.qkv->forward(k.ln1.data(), p(k.qkvw), p(k.qkvb), k.qkv_out.data(), N, 3 * C_, C_, step, collect);
       // atty (B,T,C) = causal attention over qkv
-      if (k.attn_high) L::attention_forward(k.atty.data(), k.preatt.data(), k.att.data(), k.qkv_out.data(), B_, T_, C_, NH_);
-      else attention_forward_quant(k, step, collect);
+      attention_forward_quant(k, step, collect);
       // res2 (B,T,C) = x + atty Wproj^T + b
       k.proj->forward(k.atty.data(), p(k.projw), p(k.projb), k.res2.data(), N, C_, C_, step, collect);
       for (int64_t i = 0; i < N * C_; ++i) k.res2[static_cast<size_t>(i)] += x[i];
@@ -327,8 +327,7 @@ class Gpt final : public Model {
       k.proj->backward(dres_b_.data(), k.atty.data(), p(k.projw), datty_.data(), d(k.projw), d(k.projb), N, C_, C_, step, collect);
       // attention: dqkv (B,T,3C)
       zero(dqkv_);
-      if (k.attn_high) L::attention_backward(dqkv_.data(), dpreatt_.data(), datt_.data(), datty_.data(), k.qkv_out.data(), k.att.data(), B_, T_, C_, NH_);
-      else attention_backward_quant(k, step, collect);
+      attention_backward_quant(k, step, collect);
       // qkv: dln1 (B,T,C) = dqkv Wqkv
       k.qkv->backward(dqkv_.data(), k.ln1.data(), p(k.qkvw), dln_.data(), d(k.qkvw), d(k.qkvb), N, 3 * C_, C_, step, collect);
       // dresid[l] = dres2 + ln1 backward  (into dres_a_)
@@ -429,7 +428,7 @@ class Gpt final : public Model {
   QuantGemms* head_gemm_ = nullptr;
   std::vector<std::vector<float>> resid_;
   std::vector<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_, dlogits_;
-  std::vector<float> dres_a_, dres_b_, dln_, dqkv_, datty_, dfch_, dfch_act_, dpreatt_, datt_;
+  std::vector<float> dres_a_, dres_b_, dln_, dqkv_, datty_, dfch_, dfch_act_;
   std::vector<float> qh_, kh_, vt_, s_, oh_;
 };
 

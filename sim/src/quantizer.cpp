@@ -13,6 +13,7 @@
 #include "lpx/formats/element_format.hpp"
 
 #ifdef LPX_SIM_HAVE_RECIPES
+#include "device_backend.hpp"
 #include "lpx/recipes/operand.hpp"
 #include "lpx/recipes/recipe.hpp"
 #endif
@@ -56,24 +57,32 @@ void fill_stats_from_difference(const float* in, const float* out, int64_t n, Op
   stats->saturated_pct = static_cast<double>(saturated) * pct;
   stats->sqnr_db = err > 0 ? 10.0 * std::log10(sig / err) : std::numeric_limits<double>::infinity();
   stats->clamped_blocks = 0;
+  stats->applied = AppliedFormat{};
+}
+
+void GemmQuantizer::set_state(Role role, std::span<const float> values) {
+  if (!values.empty())
+    throw std::invalid_argument(fmt::format("quantizer state for {}: {} values, but the role keeps no state",
+                                            role_name(role), values.size()));
 }
 
 namespace {
 
 class IdentityQuantizer final : public GemmQuantizer {
  public:
-  void apply(Role, const float* in, float* out, int64_t rows, int64_t cols, uint64_t,
+  void apply(Role role, const float* in, float* out, int64_t rows, int64_t cols, uint64_t,
              OperandStats* stats) override {
     const int64_t n = rows * cols;
     if (out != in) std::copy(in, in + n, out);
     fill_stats_from_difference(in, out, n, stats);
+    if (stats) stats->applied.axis = reduction_axis(role);
   }
   bool is_identity(Role) const override { return true; }
 };
 
 class Bf16Quantizer final : public GemmQuantizer {
  public:
-  void apply(Role, const float* in, float* out, int64_t rows, int64_t cols, uint64_t,
+  void apply(Role role, const float* in, float* out, int64_t rows, int64_t cols, uint64_t,
              OperandStats* stats) override {
     const auto n = static_cast<size_t>(rows * cols);
     CastOptions opt;
@@ -82,6 +91,11 @@ class Bf16Quantizer final : public GemmQuantizer {
     opt.threads = 1;  // callers parallelise over GEMM chunks, not inside a cast
     fake_cast_array(std::span<const float>(in, n), std::span<float>(out, n), fmt16::bf16, opt);
     fill_stats_from_difference(in, out, rows * cols, stats);
+    if (stats) {
+      stats->applied.element = "bfloat16";
+      stats->applied.rounding = "rne";
+      stats->applied.axis = reduction_axis(role);
+    }
   }
   bool is_identity(Role) const override { return false; }
 };
@@ -116,8 +130,11 @@ lpx::LayerInfo to_recipe_layer(const LayerInfo& l) {
 
 class RecipeQuantizer final : public GemmQuantizer {
  public:
-  RecipeQuantizer(const lpx::Recipe& r, const LayerInfo& l, uint64_t seed)
-      : q_(r, to_recipe_layer(l), seed) {}
+  RecipeQuantizer(const lpx::Recipe& r, const LayerInfo& l, uint64_t seed,
+                  std::shared_ptr<lpx::OperandBackend> backend)
+      : q_(r, to_recipe_layer(l), seed) {
+    q_.set_backend(std::move(backend));
+  }
   void apply(Role role, const float* in, float* out, int64_t rows, int64_t cols, uint64_t step,
              OperandStats* stats) override {
     const auto rr = static_cast<lpx::GemmRole>(role);
@@ -126,7 +143,11 @@ class RecipeQuantizer final : public GemmQuantizer {
       return;
     }
     lpx::OperandStats s;
-    q_.apply(rr, in, out, rows, cols, step, &s);
+    lpx::AppliedOperand a;
+    q_.apply(rr, in, out, rows, cols, step, &s, &a);
+    stats->applied = AppliedFormat{a.element, a.block,    a.scale, a.tensor_scale,
+                                   a.scale_rule, a.rounding, a.transform, a.axis,
+                                   a.sr_bits, a.headroom_3_4, a.margin};
     stats->elements = s.elements;
     stats->amax = s.amax;
     stats->flushed_pct = s.flushed_pct;
@@ -135,6 +156,16 @@ class RecipeQuantizer final : public GemmQuantizer {
     stats->clamped_blocks = s.clamped_blocks;
   }
   bool is_identity(Role role) const override { return q_.is_identity(static_cast<lpx::GemmRole>(role)); }
+  size_t state_capacity(Role role) const override {
+    const lpx::AmaxHistory* h = q_.history(static_cast<lpx::GemmRole>(role));
+    return h ? h->length() : 0;
+  }
+  std::vector<float> state(Role role) const override {
+    return q_.history_values(static_cast<lpx::GemmRole>(role));
+  }
+  void set_state(Role role, std::span<const float> values) override {
+    q_.restore_history(static_cast<lpx::GemmRole>(role), values);
+  }
 
  private:
   lpx::OperandQuantizer q_;
@@ -168,17 +199,20 @@ bool have_recipe_catalogue() { return true; }
 bool have_recipe_catalogue() { return false; }
 #endif
 
-SimRecipe load_sim_recipe(const std::string& name_or_path) {
+SimRecipe load_sim_recipe(const std::string& name_or_path, Device device) {
+  require_device(device);
 #ifdef LPX_SIM_HAVE_RECIPES
   {
     // The catalogue (or a file); it has fp32 and bf16 too.
     auto recipe = std::make_shared<lpx::Recipe>(lpx::load_recipe(name_or_path));
+    std::shared_ptr<lpx::OperandBackend> backend = make_operand_backend(device);
     SimRecipe r;
     r.name = recipe->name;
+    r.device = device;
     r.json = recipe->to_json();
     r.numerics = numerics_from_recipe(*recipe);
-    r.make_quantizer = [recipe](const LayerInfo& l, uint64_t seed) -> std::unique_ptr<GemmQuantizer> {
-      return std::make_unique<RecipeQuantizer>(*recipe, l, seed);
+    r.make_quantizer = [recipe, backend](const LayerInfo& l, uint64_t seed) -> std::unique_ptr<GemmQuantizer> {
+      return std::make_unique<RecipeQuantizer>(*recipe, l, seed, backend);
     };
     r.keeps_high_precision = [recipe](const LayerInfo& l) {
       return lpx::keeps_high_precision(*recipe, to_recipe_layer(l));

@@ -174,7 +174,10 @@ std::vector<T> read_all(hid_t group, const char* name, hid_t mem_type) {
   return out;
 }
 
-void write_strings(hid_t group, const char* name, const std::vector<std::string>& v) {
+// Fixed-length strings, shape `dims` (default: one axis of v.size()).
+void write_strings(hid_t group, const char* name, const std::vector<std::string>& v,
+                   std::vector<hsize_t> dims = {}) {
+  if (dims.empty()) dims.push_back(v.size());
   size_t len = 1;
   for (const auto& s : v) len = std::max(len, s.size());
   std::string buf(len * v.size(), '\0');
@@ -182,8 +185,7 @@ void write_strings(hid_t group, const char* name, const std::vector<std::string>
   Type t(H5Tcopy(H5T_C_S1));
   H5Tset_size(t, len);
   H5Tset_strpad(t, H5T_STR_NULLPAD);
-  const hsize_t dims[1] = {v.size()};
-  Space s(H5Screate_simple(1, dims, nullptr));
+  Space s(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
   Handle d(check(H5Dcreate2(group, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name));
   if (!v.empty()) check_status(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), name);
 }
@@ -222,11 +224,52 @@ void write_flat(hid_t group, const char* name, const std::vector<float>& v) {
 
 constexpr const char* kQuantFloat[] = {"amax", "flushed_pct", "saturated_pct", "sqnr_db"};
 
+// /quant/applied: the string fields of AppliedFormat, then its integer fields.
+constexpr const char* kAppliedStrings[] = {"element", "block", "scale", "tensor_scale",
+                                           "scale_rule", "rounding", "transform"};
+constexpr const char* kAppliedInts[] = {"axis", "sr_bits", "headroom_3_4", "margin"};
+
+std::string* applied_string(AppliedFormat& a, int i) {
+  std::string* f[] = {&a.element, &a.block, &a.scale, &a.tensor_scale, &a.scale_rule, &a.rounding, &a.transform};
+  return f[i];
+}
+
+// Written once, from the first step with statistics: what each layer's quantizer applied
+// to each operand. Operands that were not quantized that step (an MLP's first layer
+// computes no dX) get "" and -1.
+void write_applied(hid_t quant, const std::vector<std::array<OperandStats, kNumRoles>>& stats, size_t L) {
+  Handle g(check(H5Gcreate2(quant, "applied", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "applied"));
+  for (int k = 0; k < 7; ++k) {
+    std::vector<std::string> v(L * kNumRoles);
+    for (size_t l = 0; l < std::min(L, stats.size()); ++l)
+      for (size_t r = 0; r < kNumRoles; ++r) {
+        AppliedFormat a = stats[l][r].applied;
+        if (stats[l][r].elements > 0) v[l * kNumRoles + r] = *applied_string(a, k);
+      }
+    write_strings(g, kAppliedStrings[k], v, {L, kNumRoles});
+  }
+  for (int k = 0; k < 4; ++k) {
+    std::vector<int64_t> v(L * kNumRoles, -1);
+    for (size_t l = 0; l < std::min(L, stats.size()); ++l)
+      for (size_t r = 0; r < kNumRoles; ++r) {
+        const OperandStats& s = stats[l][r];
+        if (s.elements == 0) continue;
+        const int64_t vals[] = {s.applied.axis, s.applied.sr_bits, s.applied.headroom_3_4 ? 1 : 0, s.applied.margin};
+        v[l * kNumRoles + r] = vals[k];
+      }
+    const hsize_t dims[2] = {L, kNumRoles};
+    Space sp(H5Screate_simple(2, dims, nullptr));
+    Handle d(check(H5Dcreate2(g, kAppliedInts[k], H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), kAppliedInts[k]));
+    check_status(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), kAppliedInts[k]);
+  }
+}
+
 }  // namespace
 
 struct RunLog::Impl {
   hid_t file = -1;
   hsize_t layers = 0;
+  bool applied_written = false;
   ~Impl() {
     if (file >= 0) H5Fclose(file);
   }
@@ -285,15 +328,16 @@ std::unique_ptr<RunLog> RunLog::create(const std::string& path, const RunHeader&
   return std::unique_ptr<RunLog>(new RunLog(std::move(impl)));
 }
 
-std::unique_ptr<RunLog> RunLog::open(const std::string& path) {
+std::unique_ptr<RunLog> RunLog::open(const std::string& path, bool writable) {
   quiet_errors();
   auto impl = std::make_unique<Impl>();
-  impl->file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  impl->file = H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT);
   if (impl->file < 0) throw std::runtime_error(fmt::format("{}: cannot open as an HDF5 file", path));
   if (get_string_attr(impl->file, "format") != "lpx-run-1")
     throw std::runtime_error(fmt::format("{}: not an lpx run log", path));
   Handle g(check(H5Gopen2(impl->file, "quant", H5P_DEFAULT), "quant"));
   impl->layers = read_strings(g, "layers").size();
+  impl->applied_written = H5Lexists(g, "applied", H5P_DEFAULT) > 0;
   return std::unique_ptr<RunLog>(new RunLog(std::move(impl)));
 }
 
@@ -333,6 +377,10 @@ void RunLog::append_step(const StepMetrics& m,
   Handle g(check(H5Gopen2(f, "quant", H5P_DEFAULT), "quant"));
   for (int k = 0; k < 4; ++k) append_row(g, kQuantFloat[k], H5T_NATIVE_FLOAT, rows[k].data());
   append_row(g, "clamped_blocks", H5T_NATIVE_INT64, clamped.data());
+  if (stats && !impl_->applied_written) {
+    write_applied(g, *stats, L);
+    impl_->applied_written = true;
+  }
 }
 
 void RunLog::append_eval(const EvalMetrics& e) {
@@ -343,7 +391,8 @@ void RunLog::append_eval(const EvalMetrics& e) {
 }
 
 void RunLog::write_checkpoint(int64_t step, const std::vector<float>& params,
-                              const std::vector<float>& m, const std::vector<float>& v) {
+                              const std::vector<float>& m, const std::vector<float>& v,
+                              const QuantizerState& quantizer) {
   const hid_t f = impl_->file;
   Handle g(check(H5Gopen2(f, "checkpoint", H5P_DEFAULT), "checkpoint"));
   const int64_t current = get_i64_attr(g, "current", -1);
@@ -356,6 +405,22 @@ void RunLog::write_checkpoint(int64_t step, const std::vector<float>& params,
   write_flat(s, "params", params);
   write_flat(s, "adam_m", m);
   write_flat(s, "adam_v", v);
+  for (const char* n : {"amax_history", "amax_history_count"})
+    if (H5Lexists(s, n, H5P_DEFAULT) > 0) check_status(H5Ldelete(s, n, H5P_DEFAULT), "delete dataset");
+  if (quantizer.length > 0) {
+    const auto L = static_cast<hsize_t>(quantizer.layers), H = static_cast<hsize_t>(quantizer.length);
+    if (quantizer.values.size() != L * kNumRoles * H || quantizer.count.size() != L * kNumRoles)
+      throw std::invalid_argument("checkpoint: quantizer state arrays do not match their shape");
+    const hsize_t dims[3] = {L, kNumRoles, H};
+    {
+      Space sp(H5Screate_simple(3, dims, nullptr));
+      Handle d(check(H5Dcreate2(s, "amax_history", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "amax_history"));
+      check_status(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, quantizer.values.data()), "amax_history");
+    }
+    Space sp(H5Screate_simple(2, dims, nullptr));
+    Handle d(check(H5Dcreate2(s, "amax_history_count", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "amax_history_count"));
+    check_status(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, quantizer.count.data()), "amax_history_count");
+  }
   set_i64_attr(s, "step", step);
   check_status(H5Fflush(f, H5F_SCOPE_GLOBAL), "flush");
   set_i64_attr(g, "current", slot);
@@ -374,6 +439,20 @@ CheckpointData RunLog::read_checkpoint() const {
   c.params = read_all<float>(s, "params", H5T_NATIVE_FLOAT);
   c.adam_m = read_all<float>(s, "adam_m", H5T_NATIVE_FLOAT);
   c.adam_v = read_all<float>(s, "adam_v", H5T_NATIVE_FLOAT);
+  if (H5Lexists(s, "amax_history", H5P_DEFAULT) > 0) {
+    Handle d(check(H5Dopen2(s, "amax_history", H5P_DEFAULT), "amax_history"));
+    Space fs(H5Dget_space(d));
+    hsize_t dims[3] = {};
+    if (H5Sget_simple_extent_ndims(fs) != 3 || (H5Sget_simple_extent_dims(fs, dims, nullptr), dims[1] != kNumRoles))
+      throw std::runtime_error("checkpoint: amax_history is not (layers, 6, length)");
+    c.has_quantizer_state = true;
+    c.quantizer.layers = static_cast<int64_t>(dims[0]);
+    c.quantizer.length = static_cast<int64_t>(dims[2]);
+    c.quantizer.values = read_all<float>(s, "amax_history", H5T_NATIVE_FLOAT);
+    c.quantizer.count = read_all<int64_t>(s, "amax_history_count", H5T_NATIVE_INT64);
+    if (c.quantizer.count.size() != dims[0] * kNumRoles)
+      throw std::runtime_error("checkpoint: amax_history_count is not (layers, 6)");
+  }
   return c;
 }
 
@@ -398,6 +477,10 @@ void RunLog::truncate(int64_t steps) {
     for (const char* n : {"step", "loss", "accuracy"}) set_rows(g, n, keep);
   }
   flush();
+}
+
+CheckpointData read_run_checkpoint(const std::string& path) {
+  return RunLog::open(path, /*writable=*/false)->read_checkpoint();
 }
 
 void RunLog::flush() { check_status(H5Fflush(impl_->file, H5F_SCOPE_GLOBAL), "flush"); }
@@ -434,6 +517,26 @@ RunData read_run_log(const std::string& path) {
       d.flushed_pct = read_all<float>(g, "flushed_pct", H5T_NATIVE_FLOAT);
       d.saturated_pct = read_all<float>(g, "saturated_pct", H5T_NATIVE_FLOAT);
       d.sqnr_db = read_all<float>(g, "sqnr_db", H5T_NATIVE_FLOAT);
+      if (H5Lexists(g, "applied", H5P_DEFAULT) > 0) {
+        Handle a(check(H5Gopen2(g, "applied", H5P_DEFAULT), "applied"));
+        const size_t n = d.layers.size() * kNumRoles;
+        d.applied.assign(n, AppliedFormat{});
+        for (int k = 0; k < 7; ++k) {
+          const std::vector<std::string> v = read_strings(a, kAppliedStrings[k]);
+          for (size_t i = 0; i < std::min(n, v.size()); ++i) *applied_string(d.applied[i], k) = v[i];
+        }
+        for (int k = 0; k < 4; ++k) {
+          const std::vector<int64_t> v = read_all<int64_t>(a, kAppliedInts[k], H5T_NATIVE_INT64);
+          for (size_t i = 0; i < std::min(n, v.size()); ++i) {
+            AppliedFormat& x = d.applied[i];
+            const int iv = static_cast<int>(v[i]);
+            if (k == 0) x.axis = iv;
+            else if (k == 1) x.sr_bits = iv;
+            else if (k == 2) x.headroom_3_4 = iv > 0;
+            else x.margin = iv;
+          }
+        }
+      }
     }
     {
       Handle g(check(H5Gopen2(f, "checkpoint", H5P_DEFAULT), "checkpoint"));

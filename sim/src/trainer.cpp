@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -44,6 +45,7 @@ std::string TrainConfig::to_json() const {
   j["weight_decay"] = weight_decay;
   j["clip"] = clip;
   j["stats_every"] = stats_every;
+  j["device"] = device;
   return j.dump();
 }
 
@@ -75,6 +77,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
   c.weight_decay = j.at("weight_decay");
   c.clip = j.at("clip");
   c.stats_every = j.at("stats_every");
+  c.device = j.value("device", std::string("cpu"));  // logs written before --device: cpu
   return c;
 }
 
@@ -106,7 +109,7 @@ Trainer::Trainer(TrainConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.steps < 0) throw std::invalid_argument("steps must not be negative");
   if (cfg_.batch == 0) cfg_.batch = cfg_.model.kind == "gpt" ? 16 : 128;
   if (cfg_.warmup < 0) cfg_.warmup = std::min<int64_t>(100, cfg_.steps / 10);
-  recipe_ = load_sim_recipe(cfg_.recipe);
+  recipe_ = load_sim_recipe(cfg_.recipe, device_by_name(cfg_.device));
   load_data();
   model_ = make_model(cfg_.model, recipe_, cfg_.batch, cfg_.seed);
   AdamWConfig ac;
@@ -243,8 +246,66 @@ EvalMetrics Trainer::evaluate() {
   return e;
 }
 
+namespace {
+
+// Every layer's quantizer state (amax histories) for a checkpoint, and back.
+QuantizerState save_quantizer_state(Model& model) {
+  const std::vector<QuantGemms*> layers = model.gemm_layers();
+  QuantizerState s;
+  s.layers = static_cast<int64_t>(layers.size());
+  for (const QuantGemms* q : layers)
+    for (int r = 0; r < kNumRoles; ++r)
+      s.length = std::max<int64_t>(s.length, static_cast<int64_t>(q->quantizer().state_capacity(static_cast<Role>(r))));
+  if (s.length == 0) return s;
+  const auto H = static_cast<size_t>(s.length);
+  s.values.assign(layers.size() * kNumRoles * H, std::numeric_limits<float>::quiet_NaN());
+  s.count.assign(layers.size() * kNumRoles, 0);
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (size_t r = 0; r < kNumRoles; ++r) {
+      const std::vector<float> v = layers[l]->quantizer().state(static_cast<Role>(r));
+      if (v.size() > H) throw std::logic_error("quantizer state longer than its capacity");
+      std::copy(v.begin(), v.end(), s.values.begin() + static_cast<std::ptrdiff_t>((l * kNumRoles + r) * H));
+      s.count[l * kNumRoles + r] = static_cast<int64_t>(v.size());
+    }
+  return s;
+}
+
+void restore_quantizer_state(Model& model, const CheckpointData& ck, const std::string& path,
+                             const std::string& recipe) {
+  const std::vector<QuantGemms*> layers = model.gemm_layers();
+  const QuantizerState expected = save_quantizer_state(model);  // the shape this model needs
+  if (!ck.has_quantizer_state) {
+    if (expected.length > 0)
+      throw std::runtime_error(fmt::format(
+          "{}: the checkpoint holds no amax histories, which recipe '{}' keeps (delayed scaling); "
+          "it cannot be resumed bit for bit",
+          path, recipe));
+    return;
+  }
+  const QuantizerState& s = ck.quantizer;
+  if (s.layers != static_cast<int64_t>(layers.size()) || s.length != expected.length)
+    throw std::runtime_error(fmt::format(
+        "{}: checkpoint quantizer state is ({}, 6, {}) but the model needs ({}, 6, {})", path,
+        s.layers, s.length, layers.size(), expected.length));
+  const auto H = static_cast<size_t>(s.length);
+  for (size_t l = 0; l < layers.size(); ++l)
+    for (size_t r = 0; r < kNumRoles; ++r) {
+      const int64_t n = s.count[l * kNumRoles + r];
+      if (n < 0 || static_cast<size_t>(n) > H)
+        throw std::runtime_error(fmt::format("{}: checkpoint amax_history_count {} out of range", path, n));
+      try {
+        layers[l]->quantizer().set_state(
+            static_cast<Role>(r), std::span<const float>(s.values.data() + (l * kNumRoles + r) * H, static_cast<size_t>(n)));
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+      }
+    }
+}
+
+}  // namespace
+
 void Trainer::checkpoint() {
-  if (log_) log_->write_checkpoint(step_, model_->params(), opt_->m(), opt_->v());
+  if (log_) log_->write_checkpoint(step_, model_->params(), opt_->m(), opt_->v(), save_quantizer_state(*model_));
 }
 
 void Trainer::attach_log(const std::string& path) {
@@ -268,10 +329,12 @@ void Trainer::attach_log(const std::string& path) {
   log_ = RunLog::create(path, h);
 }
 
-std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> steps) {
+std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> steps,
+                                         std::optional<std::string> device) {
   auto log = RunLog::open(path);
   TrainConfig cfg = TrainConfig::from_json(log->attribute("config"));
   if (steps) cfg.steps = *steps;
+  if (device) cfg.device = *device;
   const CheckpointData ck = log->read_checkpoint();
   if (ck.step < 0) throw std::runtime_error(fmt::format("{}: no checkpoint to resume from", path));
   auto t = std::make_unique<Trainer>(cfg);
@@ -281,6 +344,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
   t->model_->params() = ck.params;
   t->opt_->m() = ck.adam_m;
   t->opt_->v() = ck.adam_v;
+  restore_quantizer_state(*t->model_, ck, path, t->recipe_.name);
   t->step_ = ck.step;
   log->truncate(ck.step);
   const RunData d = read_run_log(path);

@@ -1,5 +1,7 @@
 // `lpx train`: a training run of the simulator (sim/trainer.hpp) with an HDF5 log
 // (sim/run_log.hpp documents its layout), checkpoints in the same file and --resume.
+// --device gpu runs the recipe's quantizers on the CUDA device (sim/device.hpp); without
+// one it exits 1 with "no CUDA device: ...".
 #include <unistd.h>
 
 #include <chrono>
@@ -15,13 +17,14 @@
 #include "cli_util.hpp"
 #include "command.hpp"
 #include "lpx/divergence/detectors.hpp"
+#include "lpx/sim/device.hpp"
 #include "lpx/sim/trainer.hpp"
 
 namespace lpx::cli {
 namespace {
 
 struct TrainArgs {
-  std::string model = "mlp", recipe = "fp32", out, data, activation;
+  std::string model = "mlp", recipe = "fp32", out, data, activation, device;
   int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
   bool stop_on_divergence = false;
   std::string thresholds;  // JSON file of divergence thresholds (defaults otherwise)
@@ -40,9 +43,12 @@ std::string hms(double s) {
 
 void run_train(const TrainArgs& a) {
   if (a.out.empty() && a.resume) throw UsageError("train: --resume needs --out FILE (the run to continue)");
+  if (!a.device.empty() && a.device != "cpu" && a.device != "gpu")
+    throw UsageError(fmt::format("train: --device '{}' is not cpu or gpu", a.device));
   std::unique_ptr<sim::Trainer> trainer;
   if (a.resume) {
-    trainer = sim::Trainer::resume(a.out, a.steps > 0 ? std::optional<int64_t>(a.steps) : std::nullopt);
+    trainer = sim::Trainer::resume(a.out, a.steps > 0 ? std::optional<int64_t>(a.steps) : std::nullopt,
+                                   a.device.empty() ? std::nullopt : std::optional<std::string>(a.device));
   } else {
     if (a.model != "mlp" && a.model != "gpt") throw UsageError(fmt::format("train: --model '{}' is not mlp or gpt", a.model));
     if (a.steps <= 0) throw UsageError("train: --steps must be positive");
@@ -59,6 +65,7 @@ void run_train(const TrainArgs& a) {
     c.checkpoint_every = a.checkpoint_every;
     c.stats_every = a.stats_every;
     c.weight_decay = a.weight_decay;
+    if (!a.device.empty()) c.device = a.device;
     if (a.model == "gpt") c.model.activation = "gelu";
     if (!a.activation.empty()) c.model.activation = a.activation;
     if (!a.hidden.empty()) c.model.hidden = a.hidden;
@@ -137,6 +144,12 @@ void run_train(const TrainArgs& a) {
     fmt::print("stopped at step {} of {}: {}\n", stop.flag.step + 1, cfg.steps, stop.flag.describe());
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
+  if (cfg.device == "gpu") {
+    const sim::DeviceCounts n = sim::device_counts();
+    fmt::print("device: {} quantizer kernel calls on the GPU, {} block quantizations on the CPU "
+               "(per-tensor, per-channel or delayed scaling: not on the device)\n",
+               n.device, n.fallback);
+  }
   if (!a.out.empty()) fmt::print("log: {}\n", a.out);
 }
 
@@ -151,6 +164,9 @@ const bool registered = register_command(90, [](CLI::App& app) {
   cmd->add_option("--lr", a->lr, "Peak learning rate (default 1e-3 mlp, 3e-3 gpt); warmup then cosine");
   cmd->add_option("--batch", a->batch, "Batch size (default 128 mlp, 16 gpt)");
   cmd->add_option("--threads", a->threads, "OpenMP threads (results do not depend on it)");
+  cmd->add_option("--device", a->device,
+                  "cpu (default) | gpu: run the recipe's quantizers with the CUDA kernels; GEMMs stay "
+                  "on the CPU and the losses are the same bit for bit");
   cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");
   cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end)");
   cmd->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (and at the end)");

@@ -17,6 +17,8 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "lpx/sim/quantizer.hpp"
@@ -49,12 +51,20 @@ class QuantGemms {
                 float* dbias, int64_t m, int64_t n, int64_t k, uint64_t step, bool collect,
                 bool dx_accumulate = false);
   const LayerInfo& info() const { return info_; }
+  GemmQuantizer& quantizer() { return *q_; }
+  const GemmQuantizer& quantizer() const { return *q_; }
   std::array<OperandStats, kNumRoles> stats{};
   // Merges several calls' stats (attention runs one GEMM pair per batch and head):
   // when `merge` is on, stats are combined (elements summed, amax max, percentages
   // element-weighted, SQNR the minimum) instead of replaced.
   bool merge = false;
   void reset_stats() { stats = {}; }
+  // Test hook: when set, called with every operand right before its GEMM uses it: `in`
+  // the operand as the layer passed it, `used` what the GEMM multiplies (the quantizer's
+  // output, or `in` itself for an identity role), both row-major (rows x cols).
+  std::function<void(Role role, const float* in, const float* used, int64_t rows, int64_t cols,
+                     uint64_t step)>
+      operand_hook;
 
  private:
   const float* quant(Role r, const float* in, int64_t rows, int64_t cols, uint64_t step,

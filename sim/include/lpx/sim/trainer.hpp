@@ -39,6 +39,8 @@ struct TrainConfig {
   float weight_decay = 0.0f;
   float clip = 1.0f;         // global gradient-norm clipping; 0 disables
   int64_t stats_every = 1;   // per-operand quantizer statistics every N steps (rows are NaN between)
+  std::string device = "cpu";  // "cpu" | "gpu": where the recipe's quantizers run (device.hpp);
+                               // the loss array is the same bit for bit
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);
 };
@@ -63,7 +65,9 @@ class Trainer {
   // in `path` when `resume`: the config is read from the file (steps may be raised), and
   // rows logged after the checkpoint are dropped. Without a call, nothing is logged.
   void attach_log(const std::string& path);
-  static std::unique_ptr<Trainer> resume(const std::string& path, std::optional<int64_t> steps);
+  // `device` replaces the logged run's device (the results do not depend on it).
+  static std::unique_ptr<Trainer> resume(const std::string& path, std::optional<int64_t> steps,
+                                         std::optional<std::string> device = std::nullopt);
 
   StepMetrics step();  // one training step (and eval / checkpoint when due)
   EvalMetrics evaluate();

@@ -1,0 +1,41 @@
+// Where the simulator runs its recipe quantizers: the CPU (the reference), or the CUDA
+// device for `lpx train --device gpu`.
+//
+// With Device::gpu every layer's OperandQuantizer (recipes/operand.hpp) runs its kernels
+// through kernels/' host API, and everything else (GEMMs, layers, optimizer) stays on the
+// CPU:
+//   block quantization  kernels::quantize_host (codes and scales bit-identical to
+//                       lpx::quantize), dequantized on the CPU with lpx::dequantize
+//   element casts       kernels::fake_cast_host (bf16 operands, SR keyed as on the CPU)
+//   Hadamard transform  kernels::hadamard_host along rows; for a transform along axis 0 the
+//                       operand is transposed first and back after (each vector's
+//                       arithmetic is the same either way)
+// Fallbacks to the CPU, for what the device does not implement (kernels/quantize.hpp):
+// per-tensor and per-channel blocks (fp8-current, fp8-delayed, bitnet's per-token int8)
+// and delayed scaling's amax history; the ternary absmean quantizer (CPU only). The
+// quantizer's keys, signs and statistics are computed as on the CPU, so a --device gpu
+// run's loss array is bit-identical to --device cpu's; only saturated_pct and
+// clamped_blocks of device-quantized operands are not counted (NaN and -1 in the log).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace lpx::sim {
+
+enum class Device : uint8_t { cpu, gpu };
+std::string_view device_name(Device d);   // "cpu" | "gpu"
+Device device_by_name(std::string_view);  // throws std::invalid_argument naming cpu and gpu
+
+// Throws std::runtime_error("no CUDA device: ...") unless a CUDA device can be used.
+void require_device(Device d);
+
+// Calls made by every GPU backend of this process (for tests and the end-of-run line).
+struct DeviceCounts {
+  int64_t device = 0;    // kernel calls on the GPU
+  int64_t fallback = 0;  // block quantizations that ran on the CPU instead
+};
+DeviceCounts device_counts();
+
+}  // namespace lpx::sim
