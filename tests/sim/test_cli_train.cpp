@@ -1,13 +1,20 @@
 // `lpx train` end to end: a run killed after a checkpoint and resumed with --resume logs
-// the same loss array, bit for bit, as an uninterrupted run; usage errors exit 2.
+// the same loss array, bit for bit, as an uninterrupted run (for bf16 and for every
+// recipe with delayed scaling); usage errors exit 2.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "lpx/kernels/device.hpp"
 #include "lpx/sim/run_log.hpp"
+#ifdef LPX_SIM_HAVE_RECIPES
+#include "lpx/recipes/recipe.hpp"
+#endif
 
 using namespace lpx::sim;
 
@@ -22,19 +29,59 @@ TEST_CASE("lpx train: abrupt exit, --resume, identical losses", "[cli][resume]")
   const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_train_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string full = (dir / "full.h5").string(), cut = (dir / "cut.h5").string();
-  const std::string common = std::string(LPX_BINARY) +
-      " train --model gpt --recipe bf16 --steps 24 --seed 3 --layers 1 --channels 32 --heads 2"
-      " --context 32 --batch 4 --threads 2 --checkpoint-every 8 --eval-every 8";
-  REQUIRE(sh(common + " --out " + full) == 0);
-  // std::_Exit(3) after step 13: the file is not closed, the last checkpoint is step 8
-  REQUIRE(sh(common + " --out " + cut + " --abort-after 13") == 3);
-  REQUIRE(sh(std::string(LPX_BINARY) + " train --resume --out " + cut + " --threads 1") == 0);
-  const RunData a = read_run_log(full), b = read_run_log(cut);
-  REQUIRE(a.loss.size() == 24);
-  CHECK(a.loss == b.loss);
-  CHECK(a.eval_loss == b.eval_loss);
-  CHECK(b.checkpoint_step == 24);
+  // bf16, and every catalogue recipe with stateful quantizers (delayed scaling's amax
+  // histories, which the checkpoint must carry)
+  std::vector<std::string> recipes{"bf16"};
+#ifdef LPX_SIM_HAVE_RECIPES
+  for (std::string_view name : lpx::recipe_names())
+    for (lpx::GemmRole r : lpx::kAllGemmRoles)
+      if (lpx::recipe_by_name(name).role(r).amax_history) {
+        recipes.emplace_back(name);
+        break;
+      }
+  CHECK(recipes.size() > 1);
+#endif
+  for (const std::string& recipe : recipes) {
+    INFO(recipe);
+    const std::string common = std::string(LPX_BINARY) + " train --model gpt --recipe " + recipe +
+        " --steps 24 --seed 3 --layers 1 --channels 32 --heads 2"
+        " --context 32 --batch 4 --threads 2 --checkpoint-every 8 --eval-every 8";
+    REQUIRE(sh(common + " --out " + full) == 0);
+    // std::_Exit(3) after step 13: the file is not closed, the last checkpoint is step 8
+    REQUIRE(sh(common + " --out " + cut + " --abort-after 13") == 3);
+    const CheckpointData killed = read_run_checkpoint(cut);
+    CHECK(killed.step == 8);
+    CHECK(killed.has_quantizer_state == (recipe != "bf16"));
+    REQUIRE(sh(std::string(LPX_BINARY) + " train --resume --out " + cut + " --threads 1") == 0);
+    const RunData a = read_run_log(full), b = read_run_log(cut);
+    REQUIRE(a.loss.size() == 24);
+    CHECK(a.loss == b.loss);
+    CHECK(a.eval_loss == b.eval_loss);
+    CHECK(b.checkpoint_step == 24);
+  }
   CHECK(sh(std::string(LPX_BINARY) + " train --model cnn --steps 3") == 2);
   CHECK(sh(std::string(LPX_BINARY) + " train --model mlp --steps 3 --recipe nosuch") != 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lpx train --device: gpu without a device is one clear error line", "[cli][gpu]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_device_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string err = (dir / "err.txt").string();
+  const std::string cmd = std::string(LPX_BINARY) + " train --model gpt --layers 1 --channels 32 --heads 2"
+                          " --context 32 --batch 2 --steps 2 --recipe mxfp8 --device gpu";
+  const int s = std::system((cmd + " >/dev/null 2>" + err).c_str());
+  const int rc = WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  std::ifstream f(err);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  if (lpx::kernels::cuda_available()) {
+    CHECK(rc == 0);
+  } else {
+    CHECK(rc == 1);
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0].rfind("lpx: no CUDA device: ", 0) == 0);
+  }
+  CHECK(sh(std::string(LPX_BINARY) + " train --model mlp --steps 1 --device tpu") == 2);
   std::filesystem::remove_all(dir);
 }

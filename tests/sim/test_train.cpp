@@ -11,6 +11,10 @@
 
 #include "lpx/sim/run_log.hpp"
 #include "lpx/sim/trainer.hpp"
+#include "train_helpers.hpp"
+#ifdef LPX_SIM_HAVE_RECIPES
+#include "lpx/recipes/recipe.hpp"
+#endif
 
 using namespace lpx::sim;
 
@@ -28,25 +32,28 @@ TrainConfig mlp_config(int64_t steps, int threads) {
 }
 
 TrainConfig gpt_config(int64_t steps, int threads) {
-  TrainConfig c;
-  c.model.kind = "gpt";
-  c.model.activation = "gelu";
-  c.model.layers = 2;
-  c.model.channels = 32;
-  c.model.heads = 2;
-  c.model.context = 32;
+  TrainConfig c = test::tiny_gpt("fp32", 2, 32, 2, 32, 8);
   c.steps = steps;
   c.seed = 9;
-  c.batch = 8;
-  c.lr = 3e-3f;
   c.threads = threads;
   return c;
 }
 
-std::vector<double> train_losses(TrainConfig c) {
-  Trainer t(c);
-  while (!t.done()) t.step();
-  return t.losses();
+using test::train_losses;
+
+// Catalogue recipes whose quantizers keep state across steps (amax histories).
+std::vector<std::string> stateful_recipes() {
+  std::vector<std::string> out;
+#ifdef LPX_SIM_HAVE_RECIPES
+  for (std::string_view name : lpx::recipe_names()) {
+    const SimRecipe r = load_sim_recipe(std::string(name));
+    auto q = r.make_quantizer(LayerInfo{0, 2, LayerInfo::linear, "h0.attn.qkv"}, 0);
+    bool stateful = false;
+    for (int role = 0; role < kNumRoles; ++role) stateful = stateful || q->state_capacity(static_cast<Role>(role)) > 0;
+    if (stateful) out.emplace_back(name);
+  }
+#endif
+  return out;
 }
 
 std::string temp_path(const std::string& name) {
@@ -82,43 +89,88 @@ TEST_CASE("the same seed gives bit-identical losses with 1 and 2 threads", "[det
 }
 
 TEST_CASE("a resumed run's loss array equals the uninterrupted run's", "[resume]") {
-  const std::string full = temp_path("full.h5"), cut = temp_path("cut.h5");
-  TrainConfig c = gpt_config(30, 2);
-  c.checkpoint_every = 10;
-  c.eval_every = 10;
-  {
-    Trainer t(c);
-    t.attach_log(full);
-    t.run();
-  }
-  {
-    Trainer t(c);
-    t.attach_log(cut);
-    // stop at step 25, five steps after the last checkpoint (at 20)
-    while (t.current_step() < 25) {
-      t.step();
-      if (t.current_step() % 10 == 0) {
-        t.evaluate();
-        t.checkpoint();
+  // fp32, and every recipe whose quantizers keep state (delayed scaling's amax
+  // histories): the checkpoint must carry that state for the resumed run to match.
+  std::vector<std::string> recipes{"fp32"};
+  for (const std::string& r : stateful_recipes()) recipes.push_back(r);
+  if (have_recipe_catalogue()) REQUIRE(recipes.size() > 1);  // fp8-delayed at least
+  for (const std::string& recipe : recipes) {
+    INFO(recipe);
+    const std::string full = temp_path("full.h5"), cut = temp_path("cut.h5");
+    TrainConfig c = gpt_config(30, 2);
+    c.recipe = recipe;
+    c.checkpoint_every = 10;
+    c.eval_every = 10;
+    {
+      Trainer t(c);
+      t.attach_log(full);
+      t.run();
+    }
+    {
+      Trainer t(c);
+      t.attach_log(cut);
+      // stop at step 25, five steps after the last checkpoint (at 20)
+      while (t.current_step() < 25) {
+        t.step();
+        if (t.current_step() % 10 == 0) {
+          t.evaluate();
+          t.checkpoint();
+        }
       }
     }
+    CHECK(read_run_log(cut).steps.size() == 25);
+    const CheckpointData at20 = read_run_checkpoint(cut);
+    CHECK(at20.step == 20);
+    if (recipe != "fp32") {
+      // the histories are in the checkpoint: one amax per quantized step and evaluation
+      // batch (a forward), more than none for every fp8 operand of block 0's qkv
+      REQUIRE(at20.has_quantizer_state);
+      CHECK(at20.quantizer.length >= 30);
+      CHECK(at20.quantizer.count[0] > 20);  // layer 0 (h0.attn.qkv), fwd_x
+    } else {
+      CHECK_FALSE(at20.has_quantizer_state);
+    }
+    {
+      auto t = Trainer::resume(cut, std::nullopt);
+      CHECK(t->current_step() == 20);
+      t->run();
+    }
+    const RunData a = read_run_log(full), b = read_run_log(cut);
+    REQUIRE(a.loss.size() == 30);
+    CHECK(a.loss == b.loss);
+    CHECK(a.steps == b.steps);
+    CHECK(a.eval_steps == b.eval_steps);
+    CHECK(a.eval_loss == b.eval_loss);
+    CHECK(b.checkpoint_step == 30);
+    CHECK(a.amax == b.amax);
+    // the final checkpoints hold the same histories, bit for bit (NaN padding included)
+    const CheckpointData fa = read_run_checkpoint(full), fb = read_run_checkpoint(cut);
+    CHECK(fa.quantizer.count == fb.quantizer.count);
+    REQUIRE(fa.quantizer.values.size() == fb.quantizer.values.size());
+    CHECK(std::memcmp(fa.quantizer.values.data(), fb.quantizer.values.data(),
+                      fa.quantizer.values.size() * sizeof(float)) == 0);
+    std::filesystem::remove(full);
+    std::filesystem::remove(cut);
   }
-  CHECK(read_run_log(cut).steps.size() == 25);
-  {
-    auto t = Trainer::resume(cut, std::nullopt);
-    CHECK(t->current_step() == 20);
-    t->run();
+}
+
+TEST_CASE("resuming restores the amax histories: without them the run would differ", "[resume]") {
+  // The negative control of the test above: a quantizer whose history is emptied before
+  // the same steps quantizes them differently, so restoring the histories is what the
+  // bit-identical resume rests on.
+  if (stateful_recipes().empty()) return;
+  TrainConfig c = gpt_config(12, 2);
+  c.recipe = stateful_recipes().front();
+  Trainer a(c), b(c);
+  for (int i = 0; i < 6; ++i) {
+    a.step();
+    b.step();
   }
-  const RunData a = read_run_log(full), b = read_run_log(cut);
-  REQUIRE(a.loss.size() == 30);
-  CHECK(a.loss == b.loss);
-  CHECK(a.steps == b.steps);
-  CHECK(a.eval_steps == b.eval_steps);
-  CHECK(a.eval_loss == b.eval_loss);
-  CHECK(b.checkpoint_step == 30);
-  CHECK(a.amax == b.amax);
-  std::filesystem::remove(full);
-  std::filesystem::remove(cut);
+  for (QuantGemms* q : b.model().gemm_layers())
+    for (int r = 0; r < kNumRoles; ++r) q->quantizer().set_state(static_cast<Role>(r), {});
+  while (!a.done()) a.step();
+  while (!b.done()) b.step();
+  CHECK(a.losses() != b.losses());
 }
 
 TEST_CASE("the run log holds config, metrics, evals and per-operand statistics", "[log]") {

@@ -1,0 +1,34 @@
+// Small training configurations and a loss-array runner shared by the sim tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lpx/sim/trainer.hpp"
+
+namespace lpx::sim::test {
+
+// A small GELU GPT (lr 3e-3); callers set steps, seed, threads and device.
+inline TrainConfig tiny_gpt(const std::string& recipe, int layers, int channels, int heads, int context,
+                            int batch) {
+  TrainConfig c;
+  c.model.kind = "gpt";
+  c.model.activation = "gelu";
+  c.model.layers = layers;
+  c.model.channels = channels;
+  c.model.heads = heads;
+  c.model.context = context;
+  c.batch = batch;
+  c.recipe = recipe;
+  c.lr = 3e-3f;
+  return c;
+}
+
+// The loss array of a run (no log).
+inline std::vector<double> train_losses(const TrainConfig& c) {
+  Trainer t(c);
+  while (!t.done()) t.step();
+  return t.losses();
+}
+
+}  // namespace lpx::sim::test
