@@ -1,12 +1,11 @@
-// Argument checks of gemm(), the quantized-operand GEMM's path choice, and
-// hardware_cvt_host() (every build), then the launchers.
+// Argument checks of gemm() and the quantized-operand GEMM's path choice (every build),
+// then the launchers.
 #include <stdexcept>
 #include <string>
 
 #include "launch.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/gemm.hpp"
-#include "lpx/kernels/hw_cvt.hpp"
 
 namespace lpx::kernels {
 
@@ -165,14 +164,6 @@ GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span
     throw std::invalid_argument("lpx::kernels::gemm_host: the " + std::string(gemm_path_name(path)) +
                                 " path does not take " + x.format.spec() + " x " + w.format.spec());
   return launch::gemm_quantized_h2h(x, w, y.data(), path);
-}
-
-bool hardware_cvt_host(std::span<const float> in, std::span<uint8_t> out, HwCvt which) {
-  detail::check_sizes(in.size(), out.size(), "hardware_cvt_host");
-  detail::check_pointer(in.data(), in.size(), "hardware_cvt_host: input");
-  detail::check_pointer(out.data(), out.size(), "hardware_cvt_host: output");
-  if (in.empty()) return true;
-  return launch::hw_cvt_h2h(in.data(), out.data(), in.size(), which);
 }
 
 }  // namespace lpx::kernels

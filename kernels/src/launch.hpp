@@ -79,6 +79,7 @@ GemmPath gemm_quantized(size_t m, size_t n, size_t k, const QuantizedOperand& x,
                         GemmPath path);
 GemmPath gemm_quantized_h2h(const QuantizedTensor& x, const QuantizedTensor& w, float* y,
                             GemmPath path);
-bool hw_cvt_h2h(const float* in, uint8_t* out, size_t n, HwCvt which);
+// rbits: one word per group of 4 (stochastic forms), else null. False: not supported.
+bool hw_cvt_h2h(const float* in, const uint32_t* rbits, uint8_t* out, size_t n, HwCvt which);
 
 }  // namespace lpx::kernels::launch

@@ -43,7 +43,7 @@ void gemm(size_t, size_t, size_t, const GemmOperand&, const GemmOperand&, void*,
 GemmPath gemm_quantized(size_t, size_t, size_t, const QuantizedOperand&, const QuantizedOperand&,
                         void*, GemmDtype, void*, GemmPath) { none(); }
 GemmPath gemm_quantized_h2h(const QuantizedTensor&, const QuantizedTensor&, float*, GemmPath) { none(); }
-bool hw_cvt_h2h(const float*, uint8_t*, size_t, HwCvt) { none(); }
+bool hw_cvt_h2h(const float*, const uint32_t*, uint8_t*, size_t, HwCvt) { none(); }
 }  // namespace launch
 
 std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions&) {

@@ -5,8 +5,9 @@
 // columns under every scale rule, NVFP4 1x16 and 16x16, 1x128 / 128x128 fp32, ragged
 // shapes, SR with the 3/4 headroom and the subnormal flush) against lpx::quantize /
 // dequantize / fake_quantize_values (a dequantized NaN equals any NaN: its payload is the
-// executor's), the Hadamard transform against its CPU reference, and on sm_89+ the
-// emulator against the hardware's cvt.rn.satfinite FP8 instructions. Inputs mix normal,
+// executor's), the Hadamard transform against its CPU reference, and the emulator against
+// the hardware's own cvt instructions where the device has them (FP8 on sm_89+; FP6, FP4,
+// UE8M0 and the cvt.rs stochastic forms on sm_100a: kernels/hw_cvt.hpp). Inputs mix normal,
 // heavy-tailed, subnormal, NaN/Inf, zero and exact-tie values. Prints one row per
 // (kernel, format, mode). GEMMs over quantized operands (kernels::gemm_host, whichever path
 // the device takes) are checked against dequantize-then-double on the CPU with an error
@@ -294,25 +295,61 @@ GemmRow validate_gemm(const std::string& xs, const std::string& ws, int axis, bo
   return g;
 }
 
-// Emulator vs the silicon: lpx::encode(rne, sat) must equal cvt.rn.satfinite, except that
-// a NaN input gives the hardware's canonical NaN (any NaN code is accepted for NaN inputs).
-bool validate_hardware(const ElementFormat& f, kernels::HwCvt which, uint64_t elements, Row& row) {
-  row = Row{"hw cvt.rn.satfinite", f.name, "rne/sat"};
+// Emulator vs the silicon (kernels/hw_cvt.hpp): lpx::encode with the form's rounding and
+// Overflow::sat must equal the instruction's code. NaN inputs: the FP8 and UE8M0 forms
+// must give a NaN code; the FP6/FP4 forms (no NaN in the format, the result unspecified
+// by the PTX ISA) are left out of the count and their codes reported in `note`. UE8M0
+// converts scales: inputs are made non-negative (|x|). Stochastic forms take one rbits
+// word per four inputs; `equal_slices` makes every slice of a word the same (tests the
+// rounding arithmetic whatever the slice-to-lane mapping), else the slices are
+// independent (tests the mapping of cvt_rs_word too). False: not on this device.
+bool validate_hardware(kernels::HwCvt which, bool equal_slices, uint64_t elements, Row& row,
+                       std::string& note) {
+  const kernels::HwCvtInfo info = kernels::hw_cvt_info(which);
+  const ElementFormat& f = info.format;
+  const bool scale = f.name_view() == fmt8::e8m0.name_view();
+  const bool stochastic = info.sr_bits > 0;
+  row = Row{"hw cvt", info.ptx,
+            std::string(rounding_name(info.round)) + "/sat" +
+                (stochastic ? (equal_slices ? " equal rbits" : " rbits slices") : "")};
+  uint64_t nan_inputs = 0, nan_zero_code = 0;
   for (uint64_t done = 0; done < elements;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, elements - done));
     std::vector<float> x(n);
     fill(x, done, f);
+    if (scale)
+      for (float& v : x) v = std::fabs(v);
+    std::vector<uint32_t> rbits(stochastic ? (n + 3) / 4 : 0);
+    for (size_t g = 0; g < rbits.size(); ++g) {
+      const uint32_t r = random_bits(0xc0ffee, 3, done / 4 + g);
+      rbits[g] = !equal_slices ? r : info.sr_bits == 16 ? (r >> 16) * 0x00010001u : (r >> 24) * 0x01010101u;
+    }
     std::vector<uint8_t> hw(n);
-    if (!kernels::hardware_cvt_host(x, hw, which)) return false;
+    const bool ran = stochastic ? kernels::hardware_cvt_host(x, rbits, hw, which)
+                                : kernels::hardware_cvt_host(x, hw, which);
+    if (!ran) return false;
     uint64_t bad = 0;
     for (size_t i = 0; i < n; ++i) {
-      if (x[i] != x[i]) bad += !is_nan_code(hw[i], f);
-      else bad += hw[i] != encode(x[i], f, Rounding::rne, Overflow::sat);
+      if (std::isnan(x[i])) {
+        if (f.has_nan()) {
+          bad += !is_nan_code(hw[i], f);
+        } else {
+          ++nan_inputs;
+          nan_zero_code += (hw[i] & (f.code_mask >> 1)) == 0;
+        }
+        continue;
+      }
+      const uint32_t word = stochastic ? kernels::cvt_rs_word(which, rbits[i / 4], static_cast<int>(i % 4)) : 0u;
+      bad += hw[i] != encode(x[i], f, info.round, Overflow::sat, word, stochastic ? info.sr_bits : kMaxSrBits);
     }
     row.mismatches += bad;
     row.elements += n;
     done += n;
   }
+  note.clear();
+  if (nan_inputs > 0)
+    note = fmt::format("{}: {} NaN inputs not compared (no NaN in {}); {} gave a +-0 code", info.ptx,
+                       nan_inputs, f.name, nan_zero_code);
   return true;
 }
 
@@ -338,7 +375,7 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   // compares quantize, dequantize and fake_quantize (3 rows of per_quant elements).
   const uint64_t block_combos = std::size(specs) * 2 * 2 + 3;
   const uint64_t per_quant = std::max<uint64_t>(4096, elements / 5 / (block_combos * 3));
-  const uint64_t per_other = std::max<uint64_t>(4096, elements / 20 / 6);
+  const uint64_t per_other = std::max<uint64_t>(4096, elements / 20 / 24);  // 4 Hadamard + 17 hw rows
   std::vector<Row> rows;
   auto report = [&](const Row& r) {
     rows.push_back(r);
@@ -360,10 +397,23 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   for (const char* spec : {"mxfp4", "nvfp4", "mxfp8_e4m3"})
     for (const Row& row : validate_block(spec, -1, Rounding::sr, true, per_quant)) report(row);
   for (int n : {16, 32, 64, 128}) report(validate_hadamard(n, per_other));
-  Row hw;
-  if (validate_hardware(fmt8::e4m3fn, kernels::HwCvt::e4m3_rn_satfinite, per_other, hw)) report(hw);
-  else std::printf("hw cvt: skipped (the device is below sm_89)\n");
-  if (validate_hardware(fmt8::e5m2, kernels::HwCvt::e5m2_rn_satfinite, per_other, hw)) report(hw);
+  std::vector<std::string> notes;
+  for (kernels::HwCvt w : kernels::all_hw_cvts()) {
+    const bool stochastic = kernels::hw_cvt_info(w).sr_bits > 0;
+    for (bool equal : {true, false}) {
+      if (!stochastic && !equal) continue;
+      Row hw;
+      std::string note;
+      if (!validate_hardware(w, equal, per_other, hw, note)) {
+        std::printf("%-20s %-28s not supported on this device (or by the code built for it)\n",
+                    "hw cvt", kernels::hw_cvt_info(w).ptx);
+        break;
+      }
+      report(hw);
+      if (!note.empty()) notes.push_back(note);
+    }
+  }
+  for (const std::string& n : notes) std::printf("note: %s\n", n.c_str());
   std::printf("\n%-20s %-40s %-24s %10s %10s %12s %10s\n", "kernel", "X x W", "path", "outputs",
               "beyond", "max err", "bound");
   struct GemmCase {
