@@ -11,6 +11,8 @@
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/device.hpp"
 #include "lpx/kernels/hadamard.hpp"
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/quantize.hpp"
 #include "lpx/kernels/quantize.hpp"
 #include "device_backend.hpp"
 
@@ -20,11 +22,19 @@ namespace {
 std::atomic<int64_t> g_device_calls{0}, g_fallbacks{0};
 }
 
-std::string_view device_name(Device d) { return d == Device::gpu ? "gpu" : "cpu"; }
+std::string_view device_name(Device d) {
+  switch (d) {
+    case Device::cpu: return "cpu";
+    case Device::gpu: return "gpu";
+    case Device::emulated: return "emulated";
+  }
+  return "?";
+}
 
 Device device_by_name(std::string_view name) {
   if (name == "cpu") return Device::cpu;
   if (name == "gpu") return Device::gpu;
+  if (name == "emulated") return Device::emulated;
   throw std::invalid_argument(fmt::format("device '{}' is not cpu or gpu", name));
 }
 
@@ -38,7 +48,38 @@ DeviceCounts device_counts() { return DeviceCounts{g_device_calls.load(), g_fall
 #ifdef LPX_SIM_HAVE_RECIPES
 namespace {
 
-class CudaOperandBackend final : public OperandBackend {
+// The kernels the device backend calls: the CUDA ones, or (Device::emulated) CPU
+// stand-ins with the same contracts, so the backend's own code runs in CPU-only CI.
+struct CudaKernels {
+  static QuantizedTensor quantize(std::span<const float> x, std::span<const int64_t> shape,
+                                  const BlockFormat& f, const QuantizeOptions& opt) {
+    return kernels::quantize_host(x, shape, f, opt);
+  }
+  static void cast(std::span<const float> in, std::span<float> out, const ElementFormat& f, const CastOptions& opt) {
+    kernels::fake_cast_host(in, out, f, opt);
+  }
+  static void hadamard_rows(std::span<const float> in, std::span<float> out, int n, std::span<const float> signs) {
+    kernels::hadamard_host(in, out, n, signs, 0, 0);
+  }
+};
+struct EmulatedKernels {
+  static QuantizedTensor quantize(std::span<const float> x, std::span<const int64_t> shape,
+                                  const BlockFormat& f, const QuantizeOptions& opt) {
+    QuantizedTensor q = lpx::quantize(TensorView<const float>{x, shape}, f, opt);
+    q.amax = 0;  // quantize_host leaves amax and stats 0
+    q.stats = {};
+    return q;
+  }
+  static void cast(std::span<const float> in, std::span<float> out, const ElementFormat& f, const CastOptions& opt) {
+    fake_cast_array(in, out, f, opt);
+  }
+  static void hadamard_rows(std::span<const float> in, std::span<float> out, int n, std::span<const float> signs) {
+    kernels::hadamard_cpu(in, out, n, signs);
+  }
+};
+
+template <class K>
+class DeviceOperandBackend final : public OperandBackend {
  public:
   void hadamard(float* data, int64_t rows, int64_t cols, int axis, int n,
                 std::span<const float> signs) override {
@@ -48,13 +89,13 @@ class CudaOperandBackend final : public OperandBackend {
     std::vector<float> in(count), out(count);
     if (axis == 1) {  // rows of length n along the last axis, as the kernel wants them
       std::copy(data, data + count, in.begin());
-      kernels::hadamard_host(in, std::span<float>(data, count), n, signs, 0, 0);
+      K::hadamard_rows(in, std::span<float>(data, count), n, signs);
       return;
     }
     // along axis 0: transpose to (cols, rows), transform, transpose back
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) in[static_cast<size_t>(j * rows + i)] = data[i * cols + j];
-    kernels::hadamard_host(in, out, n, signs, 0, 0);
+    K::hadamard_rows(in, out, n, signs);
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) data[i * cols + j] = out[static_cast<size_t>(j * rows + i)];
   }
@@ -68,7 +109,7 @@ class CudaOperandBackend final : public OperandBackend {
       return fake_quantize_values(v, out, f, opt);
     }
     ++g_device_calls;
-    QuantizedTensor q = kernels::quantize_host(v.data, v.shape, f, opt);
+    QuantizedTensor q = K::quantize(v.data, v.shape, f, opt);
     dequantize(q, out);
     q.stats.saturated = -1;  // the device does not count them
     q.stats.clamped_scales = -1;
@@ -78,16 +119,20 @@ class CudaOperandBackend final : public OperandBackend {
   void fake_cast(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                  const CastOptions& opt) override {
     ++g_device_calls;
-    kernels::fake_cast_host(in, out, f, opt);
+    K::cast(in, out, f, opt);
   }
 };
 
 }  // namespace
 
 std::shared_ptr<OperandBackend> make_operand_backend(Device d) {
-  if (d == Device::cpu) return nullptr;
   require_device(d);
-  return std::make_shared<CudaOperandBackend>();
+  switch (d) {
+    case Device::cpu: return nullptr;
+    case Device::gpu: return std::make_shared<DeviceOperandBackend<CudaKernels>>();
+    case Device::emulated: return std::make_shared<DeviceOperandBackend<EmulatedKernels>>();
+  }
+  return nullptr;
 }
 #endif
 

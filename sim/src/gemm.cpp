@@ -132,7 +132,8 @@ const float* QuantGemms::quant(Role r, const float* in, int64_t rows, int64_t co
       t.sqnr_db = std::min(t.sqnr_db, s.sqnr_db);
       t.amax = std::max(t.amax, s.amax);
       t.elements += s.elements;
-      t.clamped_blocks += s.clamped_blocks;
+      // -1: not counted (a device backend), for the merged calls too
+      t.clamped_blocks = t.clamped_blocks < 0 || s.clamped_blocks < 0 ? -1 : t.clamped_blocks + s.clamped_blocks;
     } else {
       t = s;
     }

@@ -24,8 +24,11 @@
 
 namespace lpx::sim {
 
-enum class Device : uint8_t { cpu, gpu };
-std::string_view device_name(Device d);   // "cpu" | "gpu"
+// emulated: for tests without a GPU, the gpu backend's own code (transposes, fallbacks,
+// CPU dequantize of codes and scales) with CPU stand-ins for the three kernel calls
+// (lpx::quantize, fake_cast_array, kernels::hadamard_cpu). Not offered by the CLI.
+enum class Device : uint8_t { cpu, gpu, emulated };
+std::string_view device_name(Device d);   // "cpu" | "gpu" | "emulated"
 Device device_by_name(std::string_view);  // throws std::invalid_argument naming cpu and gpu
 
 // Throws std::runtime_error("no CUDA device: ...") unless a CUDA device can be used.
