@@ -222,6 +222,26 @@ void write_flat(hid_t group, const char* name, const std::vector<float>& v) {
   if (!v.empty()) check_status(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), name);
 }
 
+// A fixed-shape dataset, overwritten in place when it exists with the same shape (so
+// repeated checkpoints reuse the file's space), else (re)created.
+void write_array(hid_t group, const char* name, hid_t file_type, hid_t mem_type,
+                 const std::vector<hsize_t>& dims, const void* data) {
+  if (H5Lexists(group, name, H5P_DEFAULT) > 0) {
+    Handle d(check(H5Dopen2(group, name, H5P_DEFAULT), name));
+    Space fs(H5Dget_space(d));
+    std::vector<hsize_t> have(static_cast<size_t>(std::max(0, H5Sget_simple_extent_ndims(fs))));
+    H5Sget_simple_extent_dims(fs, have.data(), nullptr);
+    if (have == dims) {
+      check_status(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), name);
+      return;
+    }
+  }
+  if (H5Lexists(group, name, H5P_DEFAULT) > 0) check_status(H5Ldelete(group, name, H5P_DEFAULT), "delete dataset");
+  Space sp(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr));
+  Handle d(check(H5Dcreate2(group, name, file_type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name));
+  check_status(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), name);
+}
+
 constexpr const char* kQuantFloat[] = {"amax", "flushed_pct", "saturated_pct", "sqnr_db"};
 
 // /quant/applied: the string fields of AppliedFormat, then its integer fields.
@@ -405,21 +425,15 @@ void RunLog::write_checkpoint(int64_t step, const std::vector<float>& params,
   write_flat(s, "params", params);
   write_flat(s, "adam_m", m);
   write_flat(s, "adam_v", v);
-  for (const char* n : {"amax_history", "amax_history_count"})
-    if (H5Lexists(s, n, H5P_DEFAULT) > 0) check_status(H5Ldelete(s, n, H5P_DEFAULT), "delete dataset");
   if (quantizer.length > 0) {
     const auto L = static_cast<hsize_t>(quantizer.layers), H = static_cast<hsize_t>(quantizer.length);
     if (quantizer.values.size() != L * kNumRoles * H || quantizer.count.size() != L * kNumRoles)
       throw std::invalid_argument("checkpoint: quantizer state arrays do not match their shape");
-    const hsize_t dims[3] = {L, kNumRoles, H};
-    {
-      Space sp(H5Screate_simple(3, dims, nullptr));
-      Handle d(check(H5Dcreate2(s, "amax_history", H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "amax_history"));
-      check_status(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, quantizer.values.data()), "amax_history");
-    }
-    Space sp(H5Screate_simple(2, dims, nullptr));
-    Handle d(check(H5Dcreate2(s, "amax_history_count", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "amax_history_count"));
-    check_status(H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, quantizer.count.data()), "amax_history_count");
+    write_array(s, "amax_history", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, {L, kNumRoles, H}, quantizer.values.data());
+    write_array(s, "amax_history_count", H5T_STD_I64LE, H5T_NATIVE_INT64, {L, kNumRoles}, quantizer.count.data());
+  } else {
+    for (const char* n : {"amax_history", "amax_history_count"})
+      if (H5Lexists(s, n, H5P_DEFAULT) > 0) check_status(H5Ldelete(s, n, H5P_DEFAULT), "delete dataset");
   }
   set_i64_attr(s, "step", step);
   check_status(H5Fflush(f, H5F_SCOPE_GLOBAL), "flush");
