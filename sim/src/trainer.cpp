@@ -204,7 +204,20 @@ StepMetrics Trainer::step() {
   return m;
 }
 
+namespace {
+QuantizerState save_quantizer_state(Model& model);
+void set_quantizer_state(Model& model, const QuantizerState& s);
+}  // namespace
+
 EvalMetrics Trainer::evaluate() {
+  // Evaluation reads the quantizers' state (delayed scaling quantizes with the training
+  // history) but does not add to it: each batch's forward would push its amax, so the
+  // history is put back after every batch and training never depends on how often it is
+  // evaluated.
+  const QuantizerState trained = save_quantizer_state(*model_);
+  auto forget_eval = [&] {
+    if (trained.length > 0) set_quantizer_state(*model_, trained);
+  };
   EvalMetrics e;
   e.step = step_;
   double loss = 0;
@@ -221,6 +234,7 @@ EvalMetrics Trainer::evaluate() {
       for (int i = 0; i < cfg_.batch; ++i) b.y[static_cast<size_t>(i)] = test_set_->labels[static_cast<size_t>(first + i)];
       int64_t c = 0;
       loss += model_->evaluate(b, eval_step, &c);
+      forget_eval();
       correct += c;
       count += cfg_.batch;
       ++batches;
@@ -234,6 +248,7 @@ EvalMetrics Trainer::evaluate() {
       token_batch(corpus_->val, cfg_.batch, cfg_.model.context, kValSeed, static_cast<uint64_t>(i), b.x_i.data(), b.y.data());
       int64_t c = 0;
       loss += model_->evaluate(b, eval_step, &c);
+      forget_eval();
       correct += c;
       count += static_cast<int64_t>(n);
       ++batches;
@@ -287,19 +302,25 @@ void restore_quantizer_state(Model& model, const CheckpointData& ck, const std::
     throw std::runtime_error(fmt::format(
         "{}: checkpoint quantizer state is ({}, 6, {}) but the model needs ({}, 6, {})", path,
         s.layers, s.length, layers.size(), expected.length));
+  for (const int64_t n : s.count)
+    if (n < 0 || n > s.length)
+      throw std::runtime_error(fmt::format("{}: checkpoint amax_history_count {} out of range", path, n));
+  try {
+    set_quantizer_state(model, s);
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+// Puts back what save_quantizer_state returned (same model).
+void set_quantizer_state(Model& model, const QuantizerState& s) {
+  const std::vector<QuantGemms*> layers = model.gemm_layers();
   const auto H = static_cast<size_t>(s.length);
   for (size_t l = 0; l < layers.size(); ++l)
-    for (size_t r = 0; r < kNumRoles; ++r) {
-      const int64_t n = s.count[l * kNumRoles + r];
-      if (n < 0 || static_cast<size_t>(n) > H)
-        throw std::runtime_error(fmt::format("{}: checkpoint amax_history_count {} out of range", path, n));
-      try {
-        layers[l]->quantizer().set_state(
-            static_cast<Role>(r), std::span<const float>(s.values.data() + (l * kNumRoles + r) * H, static_cast<size_t>(n)));
-      } catch (const std::invalid_argument& e) {
-        throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
-      }
-    }
+    for (size_t r = 0; r < kNumRoles; ++r)
+      layers[l]->quantizer().set_state(
+          static_cast<Role>(r),
+          std::span<const float>(s.values.data() + (l * kNumRoles + r) * H, static_cast<size_t>(s.count[l * kNumRoles + r])));
 }
 
 }  // namespace

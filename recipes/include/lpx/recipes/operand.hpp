@@ -41,7 +41,9 @@
 // call, with an empty history, uses scale 1 as Transformer Engine does) and then pushes
 // this operand's amax. So apply() changes state: call it once per role per step, in step
 // order. Calls for different roles may run concurrently; calls for the same role may not.
-// The histories are the quantizer's only state (SR and RHT signs are keyed by step):
+// (sim's evaluation puts the histories back after each forward, so evaluating never
+// changes training.) The histories are the quantizer's only state (SR and RHT signs are
+// keyed by step):
 // history_values() / restore_history() save and restore it, which is what makes a
 // resumed training run (sim's checkpoints) bit-identical to an uninterrupted one.
 //
