@@ -6,7 +6,7 @@
 //
 // Scales: per-tensor FP8 decode scales go to CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER
 // (float32 device scalars, the default SCALAR_32F mode). Block scales set
-// CUBLASLT_MATMUL_DESC_A/B_SCALE_MODE to VEC32_UE8M0 (MXFP8) or VEC16_UE4M3 (NVFP4) and
+// CUBLASLT_MATMUL_DESC_A/B_SCALE_MODE to VEC32_UE8M0 (MXFP8, MXFP4) or VEC16_UE4M3 (NVFP4) and
 // point A/B_SCALE_POINTER at the scale grid copied into the tiled layout of
 // block_scale_tile_offset (gemm.hpp). FP4 data (CUDA_R_4F_E2M1) is two codes per byte,
 // the lower k index in the low nibble.
@@ -194,9 +194,12 @@ void tile_scales(const QuantizedOperand& q, size_t rows, size_t kblocks, uint8_t
   cuda::check(cudaGetLastError(), "tile_scales_kernel launch");
 }
 
+// MXFP8 (VEC32_UE8M0 on FP8 data), NVFP4 (VEC16_UE4M3 on FP4) or MXFP4 (VEC32_UE8M0 on FP4).
 bool run_block_scaled(size_t m, size_t n, size_t k, const QuantizedOperand& x,
-                      const QuantizedOperand& w, void* y, GemmDtype out, cudaStream_t s, bool fp4) {
-  const size_t block = fp4 ? 16 : 32, kb = k / block;
+                      const QuantizedOperand& w, void* y, GemmDtype out, cudaStream_t s,
+                      GemmPath path) {
+  const bool fp4 = path != GemmPath::mxfp8_block_scaled;
+  const size_t block = path == GemmPath::nvfp4_block_scaled ? 16 : 32, kb = k / block;
   StreamBuffer sx(block_scale_tile_bytes(m, kb), s), sw(block_scale_tile_bytes(n, kb), s);
   tile_scales(x, m, kb, sx.get<uint8_t>(), s);
   tile_scales(w, n, kb, sw.get<uint8_t>(), s);
@@ -218,7 +221,8 @@ bool run_block_scaled(size_t m, size_t n, size_t k, const QuantizedOperand& x,
     c.b_type = fp8_type(x.format.element);
     return run_lt(c, s);
   }
-  c.scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3;
+  c.scale_mode = path == GemmPath::nvfp4_block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3
+                                                      : CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
   StreamBuffer px(m * k / 2, s), pw(n * k / 2, s);
   pack_fp4_kernel<<<cuda::grid_for(m * k / 2, 256), 256, 0, s>>>(x.codes, m * k / 2, px.get<uint8_t>());
   pack_fp4_kernel<<<cuda::grid_for(n * k / 2, 256), 256, 0, s>>>(w.codes, n * k / 2, pw.get<uint8_t>());
@@ -305,8 +309,9 @@ GemmPath gemm_quantized(size_t m, size_t n, size_t k, const QuantizedOperand& x,
   const GemmPath p = automatic ? choose_gemm_path(x.format, w.format, compute_capability()) : path;
   bool ran = false;
   switch (p) {
-    case GemmPath::mxfp8_block_scaled: ran = run_block_scaled(m, n, k, x, w, y, out_dtype, s, false); break;
-    case GemmPath::nvfp4_block_scaled: ran = run_block_scaled(m, n, k, x, w, y, out_dtype, s, true); break;
+    case GemmPath::mxfp8_block_scaled:
+    case GemmPath::nvfp4_block_scaled:
+    case GemmPath::mxfp4_block_scaled: ran = run_block_scaled(m, n, k, x, w, y, out_dtype, s, p); break;
     case GemmPath::fp8_tensor: ran = run_fp8_tensor(m, n, k, x, w, y, out_dtype, s); break;
     default: break;
   }

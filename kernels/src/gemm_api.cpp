@@ -30,6 +30,9 @@ bool is_mxfp8(const BlockFormat& f) {
 bool is_nvfp4(const BlockFormat& f) {
   return along_k(f, 16) && f.scale == ScaleFormat::e4m3 && same_element(f.element, fmt4::e2m1);
 }
+bool is_mxfp4(const BlockFormat& f) {
+  return along_k(f, 32) && f.scale == ScaleFormat::e8m0 && same_element(f.element, fmt4::e2m1);
+}
 bool is_fp8_tensor(const BlockFormat& f) {
   return f.block.kind == BlockShape::Kind::tensor && f.scale == ScaleFormat::fp32 &&
          fp8_element(f.element);
@@ -52,6 +55,7 @@ bool formats_fit(GemmPath p, const BlockFormat& x, const BlockFormat& w) {
     case GemmPath::automatic: return true;
     case GemmPath::mxfp8_block_scaled: return is_mxfp8(x) && is_mxfp8(w) && !both_e5m2(x, w);
     case GemmPath::nvfp4_block_scaled: return is_nvfp4(x) && is_nvfp4(w);
+    case GemmPath::mxfp4_block_scaled: return is_mxfp4(x) && is_mxfp4(w);
     case GemmPath::fp8_tensor: return is_fp8_tensor(x) && is_fp8_tensor(w) && !both_e5m2(x, w);
     case GemmPath::bf16_fallback: return dequantizable(x) && dequantizable(w);
   }
@@ -85,6 +89,7 @@ std::string_view gemm_path_name(GemmPath p) {
     case GemmPath::automatic: return "automatic";
     case GemmPath::mxfp8_block_scaled: return "mxfp8 block-scaled";
     case GemmPath::nvfp4_block_scaled: return "nvfp4 block-scaled";
+    case GemmPath::mxfp4_block_scaled: return "mxfp4 block-scaled";
     case GemmPath::fp8_tensor: return "fp8 per-tensor";
     case GemmPath::bf16_fallback: return "bf16 fallback";
   }
@@ -96,6 +101,7 @@ GemmPath choose_gemm_path(const BlockFormat& x, const BlockFormat& w, int cc) {
   validate(w);
   if (cc >= 100 && formats_fit(GemmPath::mxfp8_block_scaled, x, w)) return GemmPath::mxfp8_block_scaled;
   if (cc >= 100 && formats_fit(GemmPath::nvfp4_block_scaled, x, w)) return GemmPath::nvfp4_block_scaled;
+  if (cc >= 100 && formats_fit(GemmPath::mxfp4_block_scaled, x, w)) return GemmPath::mxfp4_block_scaled;
   if (cc >= 89 && formats_fit(GemmPath::fp8_tensor, x, w)) return GemmPath::fp8_tensor;
   if (formats_fit(GemmPath::bf16_fallback, x, w)) return GemmPath::bf16_fallback;
   throw std::invalid_argument("lpx::kernels::gemm: no GEMM path takes " + x.spec() + " x " + w.spec() +

@@ -67,7 +67,9 @@ TEST_CASE("choose_gemm_path: block-scaled on sm_100+, per-tensor FP8 on sm_89+, 
   BlockFormat cols = mx;
   cols.block.axis = 0;  // blocks along the rows, not k: no block-scaled kernel takes them
   CHECK(kernels::choose_gemm_path(cols, mx, 100) == GemmPath::bf16_fallback);
-  CHECK(kernels::choose_gemm_path(fmt("mxfp4"), fmt("mxfp4"), 100) == GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(fmt("mxfp4"), fmt("mxfp4"), 100) == GemmPath::mxfp4_block_scaled);
+  CHECK(kernels::choose_gemm_path(fmt("mxfp4"), fmt("mxfp4"), 90) == GemmPath::bf16_fallback);
+  CHECK(kernels::choose_gemm_path(fmt("mxfp6_e3m2"), fmt("mxfp6_e3m2"), 100) == GemmPath::bf16_fallback);
   CHECK(kernels::choose_gemm_path(fmt("fp8_tensor"), fmt("fp8_tensor"), 90) == GemmPath::fp8_tensor);
   CHECK(kernels::choose_gemm_path(fmt("fp8_tensor"), fmt("fp8_tensor"), 80) ==
         GemmPath::bf16_fallback);
@@ -75,7 +77,7 @@ TEST_CASE("choose_gemm_path: block-scaled on sm_100+, per-tensor FP8 on sm_89+, 
         GemmPath::bf16_fallback);
   CHECK_THROWS_AS(kernels::choose_gemm_path(fmt("e4m3:channel:fp32"), mx, 90), std::invalid_argument);
   for (GemmPath p : {GemmPath::automatic, GemmPath::mxfp8_block_scaled, GemmPath::nvfp4_block_scaled,
-                     GemmPath::fp8_tensor, GemmPath::bf16_fallback})
+                     GemmPath::mxfp4_block_scaled, GemmPath::fp8_tensor, GemmPath::bf16_fallback})
     CHECK(kernels::gemm_path_name(p) != "?");
 }
 

@@ -15,6 +15,8 @@
 //     mxfp8_block_scaled   both MXFP8 (e4m3/e5m2, e8m0, 1x32 along k) sm_100+    cuBLASLt VEC32_UE8M0 block scales
 //     nvfp4_block_scaled   both NVFP4 (e2m1, e4m3, 1x16 along k)      sm_100+    cuBLASLt VEC16_UE4M3, FP4 packed 2 per byte,
 //                                                                               alpha = s_dec(X) * s_dec(W)
+//     mxfp4_block_scaled   both MXFP4 (e2m1, e8m0, 1x32 along k)      sm_100+    cuBLASLt VEC32_UE8M0 on FP4 data (where
+//                                                                               cuBLASLt has it; else the fallback)
 //     fp8_tensor           both per-tensor FP8 (fp8_tensor)          sm_89+     gemm(GemmOperand) above
 //     bf16_fallback        anything else with 1xN / Nx1 / tile blocks, any device:
 //                          each operand dequantized on the device to BF16 (block scale
@@ -66,6 +68,7 @@ enum class GemmPath : uint8_t {
   automatic,
   mxfp8_block_scaled,
   nvfp4_block_scaled,
+  mxfp4_block_scaled,
   fp8_tensor,
   bf16_fallback,
 };
