@@ -1,40 +1,65 @@
 #!/usr/bin/env bash
-# The GPU check, on a machine with a CUDA device (built for an H200: sm_90a only, so the
-# build is fast). Builds lpx with CUDA, runs the kernels tests, `lpx validate
-# --require-gpu` (>= 1e9 elements, bit for bit against the CPU emulator), the GPU
-# benchmarks (1 GiB inputs; bandwidth as a fraction of device-to-device copy; FP8 vs BF16
-# GEMM TFLOP/s) and tools/bench_torch_cast.py (torch's own FP8 cast, skipped without
-# torch). Every log goes to ${OUT:-gpu-logs}/. Exits non-zero if a step fails; later
-# steps still run. Budget: under 8 minutes on an H200.
+# The GPU check, in one call on a machine with a CUDA device (an H200 by default: the
+# build is for sm_90a only, so it is fast; pass -DCMAKE_CUDA_ARCHITECTURES=... for
+# another device, e.g. 100a-real on a B200 to exercise the Blackwell cvt forms and the
+# block-scaled GEMMs).
+#
+# Steps, each logged to $OUT/<step>.log (OUT defaults to gpu-logs/), with a summary in
+# $OUT/summary.txt:
+#   configure, build    lpx and every kernels test (tests/kernels/test_*.cpp)
+#   kernels-tests       ctest -R '^kernels_': argument checks and the device tests
+#   validate            lpx validate --require-gpu: >= 1e9 elements bit for bit against the
+#                       CPU emulator (casts, quantize / dequantize / fake_quantize, Hadamard,
+#                       hardware cvt where present) and the quantized-operand GEMMs
+#                       against dequantize-then-double (error bound)
+#   bench               lpx bench --gpu: bandwidth vs the d2d copy (1 GiB inputs), FP8 / BF16
+#                       / quantized-operand GEMM TFLOP/s (each row names the GEMM path)
+#   bench-torch         tools/bench_torch_cast.py: torch's own FP8 cast, the peer (skipped
+#                       without torch)
+# The whole run is held to GPU_CHECK_BUDGET_S seconds (default 540, under the 10-minute
+# limit of one device call): each step gets at most its own cap and what is left of the
+# budget; a step that would start with under 15 s left is skipped and counted as failed.
+# Exits non-zero if any step fails; later steps still run (validate and bench need the build).
 #   usage: OUT=gpu-logs tools/gpu-check.sh [extra cmake args]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOGS="${OUT:-gpu-logs}"
 BUILD="${BUILD_DIR:-build-gpu}"
+BUDGET="${GPU_CHECK_BUDGET_S:-540}"
 mkdir -p "$LOGS"
 status=0
-step() {  # step NAME TIMEOUT_S COMMAND...
-  local name="$1" limit="$2"; shift 2
+start=$SECONDS
+step() {  # step NAME CAP_S COMMAND...
+  local name="$1" cap="$2"; shift 2
+  local left=$((BUDGET - (SECONDS - start)))
+  local limit=$((cap < left ? cap : left))
+  echo "== $name (limit ${limit} s, ${left} s of the budget left)" | tee -a "$LOGS/summary.txt"
+  if ((limit < 15)); then
+    echo "   SKIPPED: out of budget" | tee -a "$LOGS/summary.txt"
+    status=1
+    return
+  fi
   local t0=$SECONDS
-  echo "== $name" | tee -a "$LOGS/summary.txt"
   if timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1; then
     echo "   ok ($((SECONDS - t0)) s)" | tee -a "$LOGS/summary.txt"
   else
-    echo "   FAILED rc=$? ($((SECONDS - t0)) s), see $LOGS/$name.log" | tee -a "$LOGS/summary.txt"
+    local rc=$?
+    echo "   FAILED rc=$rc ($((SECONDS - t0)) s$([ $rc -eq 124 ] && echo ', timed out')), see $LOGS/$name.log" \
+      | tee -a "$LOGS/summary.txt"
     tail -n 20 "$LOGS/$name.log"
     status=1
   fi
 }
 : >"$LOGS/summary.txt"
-nvidia-smi >"$LOGS/nvidia-smi.txt" 2>&1 || true
-step configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+{ nvidia-smi; nvcc --version || /usr/local/cuda/bin/nvcc --version; } >"$LOGS/nvidia-smi.txt" 2>&1 || true
+mapfile -t kernel_tests < <(for f in tests/kernels/test_*.cpp; do basename "$f" .cpp | sed 's/^/kernels_/'; done)
+step configure 90 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90a-real "$@"
-step build 300 cmake --build "$BUILD" -j "$(nproc)" --target lpx lpx_kernels \
-  kernels_test_device_codec kernels_test_cast_kernels kernels_test_hadamard \
-  kernels_test_quantize_kernels kernels_test_validate_cli
-step kernels-tests 120 ctest --test-dir "$BUILD" -R '^kernels_' --output-on-failure
-step validate 240 "$BUILD/tools/lpx" validate --require-gpu
-step bench 120 "$BUILD/tools/lpx" validate --require-gpu --elements 1000000 --bench --bench-bytes 1073741824
-step bench-torch 90 python3 tools/bench_torch_cast.py --bytes 1073741824
+step build 300 cmake --build "$BUILD" -j "$(nproc)" --target lpx "${kernel_tests[@]}"
+step kernels-tests 90 ctest --test-dir "$BUILD" -R '^kernels_' -j 4 --output-on-failure
+step validate 180 "$BUILD/tools/lpx" validate --require-gpu
+step bench 90 "$BUILD/tools/lpx" bench --gpu
+step bench-torch 60 python3 tools/bench_torch_cast.py --bytes 1073741824
+echo "total $((SECONDS - start)) s of a ${BUDGET} s budget" | tee -a "$LOGS/summary.txt"
 cat "$LOGS/summary.txt"
 exit $status
