@@ -48,6 +48,7 @@ namespace qd = lpx::quantize_detail;
 struct BlockConsts {
   detail::EncodeConsts ec;
   detail::DecodeConsts dc;
+  detail::FastConsts fc;  // set when fast_path_ok (the short vector codec)
   detail::PhiloxConsts pc;
   CastOptions co;
   bool flush = false, headroom = false, two_level = false;
@@ -64,6 +65,7 @@ inline BlockConsts make_block_consts(const qd::Context& ctx) {
   k.co.sr_bits = o.sr_bits;
   k.ec = detail::make_encode_consts(ctx.f->element, k.co);
   k.dc = detail::make_decode_consts(ctx.f->element);
+  if (detail::fast_path_ok(ctx.f->element, k.co)) k.fc = detail::make_fast_consts(ctx.f->element, k.co);
   if (o.round == Rounding::sr) k.pc = detail::make_philox_consts(o.seed);
   k.flush = o.flush_subnormal_inputs;
   k.headroom = o.headroom_3_4;
@@ -201,30 +203,103 @@ HWY_INLINE void FlushCounts(LaneCounts& lc, QuantizeStats& st) {
   lc.pending = 0;
 }
 
-// Casts a run of n contiguous elements from flat index i0 under block scale s: codes,
-// and with job.out the dequantized values. rnd holds their random words (sr only).
-template <Rounding M, bool kInt, bool kPow2>
-HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i0, size_t n,
-                        const qd::BlockScale& s, float mul, float dec,
-                        const uint32_t* HWY_RESTRICT rnd, LaneCounts& lc, QuantizeStats& st) {
+// Float32 bits of 2^(X - 126), or 0 below float32's subnormals: with power-of-two scales
+// y = x'' * 2^-X lies at or below FLT_MIN (where the reference rounds to odd, and where
+// a nonzero x'' can underflow to 0) exactly when 0 < |x''| <= 2^(X - 126).
+inline int32_t tiny_threshold_bits(int x) {
+  const int e = x - 126;
+  if (e >= -126) return (e + 127) << 23;
+  if (e >= -149) return 1 << (e + 149);
+  return 0;
+}
+
+// One block's constants for the cast loop, broadcast once per block.
+struct BlockVecs {
+  hn::Vec<DF> mul, dec;
+  VI tiny_thr;     // power-of-two scales: see tiny_threshold_bits
+  bool count_sat;  // NVFP4 blocks whose scale underflowed to 0 do not count as saturated
+};
+
+template <bool kPow2>
+HWY_INLINE BlockVecs MakeBlockVecs(const BlockConsts& k, const qd::BlockScale& s, float mul,
+                                   float dec) {
+  const DI di;
+  const DF df;
+  return {hn::Set(df, mul), hn::Set(df, dec),
+          hn::Set(di, kPow2 ? tiny_threshold_bits(s.exponent) : 0),
+          !(k.two_level && s.dec == 0.0f)};
+}
+
+// Casts the cnt <= N elements at flat index i (bits: their float32 bits, zero past cnt;
+// r: their random words, sr only) under one block's scale: codes (when job.codes), the
+// dequantized values (when job.out) and the statistics. kFast: the short vector codec
+// (codec_simd.hpp: fast_path_ok), which gives the rounded value without decoding a code.
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
+HWY_INLINE void CastVec(const qd::BlockJob& job, const BlockConsts& k, int64_t i, size_t cnt,
+                        VI bits, VI r, const BlockVecs& bv, const qd::BlockScale& s,
+                        LaneCounts& lc, QuantizeStats& st) {
   const DI di;
   const DF df;
   const hn::Rebind<uint8_t, DI> d8;
   const size_t N = hn::Lanes(di);
-  const VI absmask = hn::Set(di, 0x7fffffff);
-  const auto vmul = hn::Set(df, mul);
-  const auto vdec = hn::Set(df, dec);
-  const auto vmax = hn::Set(df, k.max_elem);
-  const auto vzero = hn::Zero(df);
-  // NVFP4 blocks whose scale underflowed to 0 do not count as saturated (quantize.hpp).
-  const bool count_sat = !(k.two_level && s.dec == 0.0f);
-  const float* x = job.x + i0;
-  // fake_quantize_values: no codes (job.codes is nullptr), only the values.
-  uint8_t* codes = job.codes != nullptr ? job.codes + i0 : nullptr;
-  float* out = job.out != nullptr ? job.out + i0 : nullptr;
+  auto p = hn::BitCast(df, Prepare(bits, k));
+  if (k.headroom) p = hn::Mul(p, hn::Set(df, 0.75f));
+  const auto y = hn::Mul(p, bv.mul);
+  const VI ybits = hn::BitCast(di, y);
+  if constexpr (kPow2) {
+    // Below float32's normal range the reference rounds x * 2^-X to odd: scalar.
+    const VI pabs = hn::And(hn::BitCast(di, p), hn::Set(di, 0x7fffffff));
+    const auto tiny = hn::Lt(hn::BitCast(DU(), hn::Sub(pabs, hn::Set(di, 1))),
+                             hn::BitCast(DU(), bv.tiny_thr));
+    if (HWY_UNLIKELY(!hn::AllFalse(DU(), tiny))) {
+      qd::scalar_run(job, i, static_cast<int64_t>(cnt), s, st);
+      return;
+    }
+  }
+  VI code = hn::Zero(di);
+  hn::Vec<DF> v;
+  if constexpr (kFast) {
+    if (job.codes != nullptr) code = FastEncodeVec<M>(ybits, r, k.fc);
+    v = hn::Mul(hn::BitCast(df, FastFakeVec<M>(ybits, r, k.fc)), bv.dec);
+  } else {
+    code = EncodeVec<M, kInt>(ybits, r, k.ec);
+    v = hn::Mul(DecodeVec(code, k.dc), bv.dec);
+  }
+  if (k.two_level) v = hn::Mul(v, hn::Set(df, k.tensor_dec));
+  if (k.headroom) v = hn::Div(v, hn::Set(df, 0.75f));
+  auto fl = hn::RebindMask(di, hn::And(hn::Ne(hn::BitCast(df, bits), hn::Zero(df)),
+                                       hn::Eq(v, hn::Zero(df))));
+  auto sat = hn::RebindMask(di, hn::Gt(hn::Abs(y), hn::Set(df, k.max_elem)));
+  if (cnt == N) {
+    if (bv.count_sat) lc.sat = hn::Add(lc.sat, hn::VecFromMask(di, sat));
+    lc.flushed = hn::Add(lc.flushed, hn::VecFromMask(di, fl));
+    if (job.codes != nullptr)
+      hn::StoreU(hn::DemoteTo(d8, code), d8, job.codes + i);  // codes are in [0, 255]: exact
+    if (job.out != nullptr) hn::StoreU(v, df, job.out + i);
+    return;
+  }
+  const auto valid = hn::FirstN(di, cnt);
+  if (bv.count_sat) lc.sat = hn::Add(lc.sat, hn::VecFromMask(di, hn::And(sat, valid)));
+  lc.flushed = hn::Add(lc.flushed, hn::VecFromMask(di, hn::And(fl, valid)));
+  HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4];
+  HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
+  hn::Store(hn::DemoteTo(d8, code), d8, tc);
+  hn::Store(v, df, tv);
+  if (job.codes != nullptr) std::memcpy(job.codes + i, tc, cnt);
+  if (job.out != nullptr) std::memcpy(job.out + i, tv, cnt * sizeof(float));
+}
+
+// Casts a run of n contiguous elements from flat index i0 under block scale s (CastVec
+// per vector); rnd holds their random words (sr only).
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
+HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i0, size_t n,
+                        const qd::BlockScale& s, float mul, float dec,
+                        const uint32_t* HWY_RESTRICT rnd, LaneCounts& lc, QuantizeStats& st) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const BlockVecs bv = MakeBlockVecs<kPow2>(k, s, mul, dec);
   for (size_t c = 0; c < n; c += N) {
     const size_t cnt = std::min(N, n - c);
-    const VI bits = LoadBits(x + c, cnt, N);
     VI r = hn::Zero(di);
     if constexpr (M == Rounding::sr) {
       if (cnt == N) {
@@ -235,43 +310,8 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
         r = hn::BitCast(di, hn::Load(DU(), tmp));
       }
     }
-    auto p = hn::BitCast(df, Prepare(bits, k));
-    if (k.headroom) p = hn::Mul(p, hn::Set(df, 0.75f));
-    const auto y = hn::Mul(p, vmul);
-    const VI ybits = hn::BitCast(di, y);
-    if constexpr (kPow2) {
-      // Below float32's normal range the reference rounds x * 2^-X to odd: scalar.
-      const auto tiny = hn::Lt(hn::And(ybits, absmask), hn::Set(di, 0x00800001));  // <= FLT_MIN
-      const auto nonzero = hn::Ne(hn::And(hn::BitCast(di, p), absmask), hn::Zero(di));
-      if (!hn::AllFalse(di, hn::And(tiny, nonzero))) {
-        qd::scalar_run(job, i0 + static_cast<int64_t>(c), static_cast<int64_t>(cnt), s, st);
-        continue;
-      }
-    }
-    const VI code = EncodeVec<M, kInt>(ybits, r, k.ec);
-    auto v = hn::Mul(DecodeVec(code, k.dc), vdec);
-    if (k.two_level) v = hn::Mul(v, hn::Set(df, k.tensor_dec));
-    if (k.headroom) v = hn::Div(v, hn::Set(df, 0.75f));
-    const auto valid = hn::FirstN(di, cnt);
-    if (count_sat) {
-      const auto sat = hn::RebindMask(di, hn::Gt(hn::Abs(y), vmax));
-      lc.sat = hn::Add(lc.sat, hn::VecFromMask(di, hn::And(sat, valid)));
-    }
-    const auto fl = hn::RebindMask(
-        di, hn::And(hn::Ne(hn::BitCast(df, bits), vzero), hn::Eq(v, vzero)));
-    lc.flushed = hn::Add(lc.flushed, hn::VecFromMask(di, hn::And(fl, valid)));
-    if (cnt == N) {
-      if (codes != nullptr)
-        hn::StoreU(hn::DemoteTo(d8, code), d8, codes + c);  // codes are in [0, 255]: exact
-      if (out != nullptr) hn::StoreU(v, df, out + c);
-    } else {
-      HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4];
-      HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
-      hn::Store(hn::DemoteTo(d8, code), d8, tc);
-      hn::Store(v, df, tv);
-      if (codes != nullptr) std::memcpy(codes + c, tc, cnt);
-      if (out != nullptr) std::memcpy(out + c, tv, cnt * sizeof(float));
-    }
+    CastVec<M, kInt, kPow2, kFast>(job, k, i0 + static_cast<int64_t>(c), cnt,
+                                   LoadBits(job.x + i0 + c, cnt, N), r, bv, s, lc, st);
   }
   lc.pending += static_cast<int64_t>((n + N - 1) / N);
   if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
@@ -283,7 +323,7 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
 // in L1 for pass 2.
 constexpr int64_t kSubBlocks = 64;
 
-template <Rounding M, bool kInt, bool kPow2>
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
   const qd::Context& ctx = *job.ctx;
@@ -387,7 +427,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
       const float mul = kPow2 ? pow2f(-s.exponent) : s.enc;
       const float dec = qd::stored_dec(s, sf);
       if (group_rnd) {
-        CastRun<M, kInt, kPow2>(job, k, box.base, static_cast<size_t>(box.cols), s, mul, dec,
+        CastRun<M, kInt, kPow2, kFast>(job, k, box.base, static_cast<size_t>(box.cols), s, mul, dec,
                                 rnd + (box.base - boxes[0].base), lc, st);
         continue;
       }
@@ -397,7 +437,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
           const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, box.cols - c));
           if constexpr (M == Rounding::sr)
             RandomFill(rnd, n, static_cast<uint64_t>(row + c), k);
-          CastRun<M, kInt, kPow2>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
+          CastRun<M, kInt, kPow2, kFast>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
         }
       }
     }
@@ -412,12 +452,18 @@ template <Rounding M>
 void QuantizeBlocksR(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const bool is_int = job.ctx->f->element.is_integer;
   const bool pow2 = job.ctx->f->power_of_two_scale();
-  if (is_int) {
-    return pow2 ? QuantizeBlocksT<M, true, true>(job, b0, b1, t)
-                : QuantizeBlocksT<M, true, false>(job, b0, b1, t);
+  if constexpr (M == Rounding::rne || M == Rounding::rtz || M == Rounding::sr) {
+    if (detail::fast_path_ok(job.ctx->f->element, make_block_consts(*job.ctx).co)) {
+      return pow2 ? QuantizeBlocksT<M, false, true, true>(job, b0, b1, t)
+                  : QuantizeBlocksT<M, false, false, true>(job, b0, b1, t);
+    }
   }
-  return pow2 ? QuantizeBlocksT<M, false, true>(job, b0, b1, t)
-              : QuantizeBlocksT<M, false, false>(job, b0, b1, t);
+  if (is_int) {
+    return pow2 ? QuantizeBlocksT<M, true, true, false>(job, b0, b1, t)
+                : QuantizeBlocksT<M, true, false, false>(job, b0, b1, t);
+  }
+  return pow2 ? QuantizeBlocksT<M, false, true, false>(job, b0, b1, t)
+              : QuantizeBlocksT<M, false, false, false>(job, b0, b1, t);
 }
 
 void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {
