@@ -5,6 +5,7 @@
 #include <chrono>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -105,18 +106,24 @@ void run_gpu_bench(const BenchArgs& a) {
                r.tflops);
 }
 
-// Best of `reps` timed runs, after one untimed warm-up (page faults, caches, OpenMP pool).
-template <class Fn>
-double best_seconds(int reps, Fn fn) {
-  fn();
-  double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
+// Best of `reps` timed runs of each of two functions, after one untimed warm-up of each
+// (page faults, caches, OpenMP pool). The runs alternate (a, b, a, b, ...) so that a
+// change in the machine's load during the measurement reaches both sides of the ratio.
+template <class A, class B>
+std::pair<double, double> best_seconds_interleaved(int reps, A a, B b) {
+  a();
+  b();
+  double best_a = 1e300, best_b = 1e300;
+  auto timed = [](auto& fn) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int r = 0; r < reps; ++r) {
+    best_a = std::min(best_a, timed(a));
+    best_b = std::min(best_b, timed(b));
   }
-  return best;
+  return {best_a, best_b};
 }
 
 void run_bench(const BenchArgs& a) {
@@ -151,8 +158,8 @@ void run_bench(const BenchArgs& a) {
       const double bytes = n * static_cast<double>(p.in_bytes + p.out_bytes);
       // The memcpy right beside the path moves the same bytes: (I + O) / 2 per element.
       const size_t copy = a.size * (p.in_bytes + p.out_bytes) / 2;
-      const double tm = best_seconds(a.reps, [&] { bench::memcpy_baseline(buf, copy, t); });
-      const double tp = best_seconds(a.reps, [&] { p.run(buf, t); });
+      const auto [tm, tp] = best_seconds_interleaved(
+          a.reps, [&] { bench::memcpy_baseline(buf, copy, t); }, [&] { p.run(buf, t); });
       rows.push_back({p.name, t, tp, tm, bytes});
       if (!a.json)
         fmt::print("{:<24} {:>7} {:>12.3e} {:>9.2f} {:>11.2f} {:>8.2f}\n", p.name, t, n / tp,
