@@ -382,7 +382,9 @@ Input map_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) return owned_input(read_all(fd, path));
   const auto size = static_cast<size_t>(st.st_size);
   if (size == 0) return Input{};  // mmap of 0 bytes fails; an empty span says "empty".
-  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // MAP_POPULATE maps every page in one call (the callers read the whole tensor anyway):
+  // one page fault per 4 KiB costs more than the emulation itself on a file in /dev/shm.
+  void* addr = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   if (addr == MAP_FAILED) fail(path, fmt::format("cannot map: {}", std::strerror(errno)));
   Input in;
   in.bytes = std::span<const std::byte>(static_cast<const std::byte*>(addr), size);
@@ -814,8 +816,10 @@ std::vector<float> to_float32(const TensorRef& t) {
   return out;
 }
 
-void write_npy(const std::string& path, const TensorOut& t) {
-  check_tensor_out(t, "write_npy");
+namespace {
+
+// Everything of a .npy file before the data (magic, version, length, padded dict).
+std::string npy_prefix(const std::string& path, const TensorOut& t) {
   const char* descr = npy_descr(t.dtype);
   if (descr == nullptr)
     fail(path, fmt::format("{} has no unambiguous .npy dtype; write .safetensors, or the codes "
@@ -840,15 +844,12 @@ void write_npy(const std::string& path, const TensorOut& t) {
     preamble += {'\x02', '\x00'};
     for (int i = 0; i < 4; ++i) preamble.push_back(static_cast<char>((hlen >> (8 * i)) & 0xFF));
   }
-  write_atomically(path, [&](int fd, const std::string& where) {
-    write_all(fd, as_bytes(preamble), where);
-    write_all(fd, as_bytes(dict), where);
-    write_all(fd, t.bytes, where);
-  });
+  return preamble + dict;
 }
 
-void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
-                       const std::vector<std::pair<std::string, std::string>>& metadata) {
+// Everything of a .safetensors file before the data: the 8-byte length and the header.
+std::string safetensors_prefix(const std::vector<TensorOut>& tensors,
+                               const std::vector<std::pair<std::string, std::string>>& metadata) {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -878,17 +879,120 @@ void write_safetensors(const std::string& path, const std::vector<TensorOut>& te
   }
   // Padding the header to a multiple of 8 aligns the data section for every dtype.
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::array<char, 8> len{};
-  for (size_t i = 0; i < 8; ++i) len[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  std::string out(8, '\0');
+  for (size_t i = 0; i < 8; ++i) out[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  return out + text;
+}
+
+}  // namespace
+
+void write_npy(const std::string& path, const TensorOut& t) {
+  check_tensor_out(t, "write_npy");
+  const std::string prefix = npy_prefix(path, t);
   write_atomically(path, [&](int fd, const std::string& where) {
-    write_all(fd, as_bytes(std::string_view(len.data(), len.size())), where);
-    write_all(fd, as_bytes(text), where);
+    write_all(fd, as_bytes(prefix), where);
+    write_all(fd, t.bytes, where);
+  });
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorOut>& tensors,
+                       const std::vector<std::pair<std::string, std::string>>& metadata) {
+  const std::string prefix = safetensors_prefix(tensors, metadata);
+  write_atomically(path, [&](int fd, const std::string& where) {
+    write_all(fd, as_bytes(prefix), where);
     for (const TensorOut& t : tensors) write_all(fd, t.bytes, where);
   });
 }
 
 void write_raw(const std::string& path, std::span<const std::byte> bytes) {
   write_atomically(path, [&](int fd, const std::string& where) { write_all(fd, bytes, where); });
+}
+
+// ---------------------------------------------------------------------------------------
+// OutputFile
+
+OutputFile::OutputFile(const std::string& path, DType dtype, std::vector<int64_t> shape,
+                       const std::string& name)
+    : path_(path) {
+  int64_t numel = 0;
+  uint64_t bytes = 0;
+  if (!checked_sizes(shape, dtype, numel, bytes))
+    throw std::invalid_argument(fmt::format("OutputFile: tensor '{}' has a negative or "
+                                            "overflowing shape", name));
+  remaining_ = bytes;
+  // The header comes from a TensorOut of the right size; its bytes are never read.
+  const TensorOut t{name, dtype, shape,
+                    std::span<const std::byte>(static_cast<const std::byte*>(nullptr), bytes)};
+  std::string prefix;
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    prefix = npy_prefix(path, t);
+  } else if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) {
+    prefix = safetensors_prefix({t}, {});
+  }
+  if (path == "-") {
+    fd_ = STDOUT_FILENO;
+  } else {
+    tmp_ = fmt::format("{}.tmp.{}", path, ::getpid());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+    if (fd_ < 0) fail(path, fmt::format("cannot create {}: {}", tmp_, std::strerror(errno)));
+  }
+  try {
+    write_all(fd_, as_bytes(prefix), path_);
+  } catch (...) {
+    discard();
+    throw;
+  }
+}
+
+void OutputFile::discard() noexcept {
+  if (fd_ >= 0 && !tmp_.empty()) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+  }
+  fd_ = -1;
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+void OutputFile::append(std::span<const std::byte> bytes) {
+  if (fd_ < 0) throw std::logic_error("OutputFile::append after commit or failure");
+  if (bytes.size() > remaining_)
+    throw std::invalid_argument(fmt::format("OutputFile: {} more bytes than the tensor holds",
+                                            bytes.size() - remaining_));
+  try {
+    write_all(fd_, bytes, path_);
+  } catch (...) {
+    discard();
+    throw;
+  }
+  remaining_ -= bytes.size();
+}
+
+void OutputFile::commit() {
+  if (fd_ < 0) throw std::logic_error("OutputFile::commit after commit or failure");
+  if (remaining_ != 0) {
+    discard();
+    throw std::invalid_argument(fmt::format("OutputFile: {} bytes of the tensor never written",
+                                            remaining_));
+  }
+  if (tmp_.empty()) {  // stdout
+    fd_ = -1;
+    return;
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  const auto give_up = [&](const std::string& why) {
+    ::unlink(tmp_.c_str());
+    fail(path_, why);
+  };
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    give_up(fmt::format("cannot sync: {}", std::strerror(e)));
+  }
+  if (::close(fd) != 0) give_up(fmt::format("cannot close: {}", std::strerror(errno)));
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    give_up(fmt::format("cannot rename {} to it: {}", tmp_, std::strerror(errno)));
 }
 
 std::vector<int64_t> parse_shape(const std::string& text) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -755,4 +756,57 @@ TEST_CASE("fuzz corpus and regression seeds parse or fail cleanly") {
     }
   }
   CHECK(files > 0);
+}
+
+TEST_CASE("OutputFile writes in pieces the bytes the whole-tensor writers write") {
+  TempDir dir;
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.25f - 7.0f;
+  const std::vector<int64_t> shape = {10, 100};
+  const auto bytes = std::as_bytes(std::span<const float>(v));
+  for (const char* ext : {".npy", ".safetensors", ".f32"}) {
+    INFO(ext);
+    const std::string whole = dir.file(std::string("whole") + ext);
+    const std::string pieces = dir.file(std::string("pieces") + ext);
+    const lpx::TensorOut t{"values", lpx::DType::f32, shape, bytes};
+    if (std::string(ext) == ".npy") lpx::write_npy(whole, t);
+    else if (std::string(ext) == ".safetensors") lpx::write_safetensors(whole, {t});
+    else lpx::write_raw(whole, bytes);
+    {
+      lpx::OutputFile out(pieces, lpx::DType::f32, shape, "values");
+      out.append(bytes.subspan(0, 1234));  // not a whole element: pieces are plain bytes
+      out.append(bytes.subspan(1234, 0));
+      out.append(bytes.subspan(1234));
+      out.commit();
+    }
+    CHECK(read_file(pieces) == read_file(whole));
+  }
+}
+
+TEST_CASE("OutputFile leaves no file behind unless every byte was appended and committed") {
+  TempDir dir;
+  const std::vector<float> v(16, 1.5f);
+  const auto bytes = std::as_bytes(std::span<const float>(v));
+  const std::string path = dir.file("out.npy");
+  const auto no_files = [&] { return fs::is_empty(dir.path); };
+  {
+    lpx::OutputFile out(path, lpx::DType::f32, {16});
+    out.append(bytes.subspan(0, 8));
+  }  // destroyed before commit: the temporary is removed
+  CHECK(no_files());
+  {
+    lpx::OutputFile out(path, lpx::DType::f32, {16});
+    out.append(bytes.subspan(0, 60));
+    CHECK_THROWS_AS(out.commit(), std::invalid_argument);  // 4 bytes short
+  }
+  CHECK(no_files());
+  {
+    lpx::OutputFile out(path, lpx::DType::f32, {16});
+    CHECK_THROWS_AS(out.append(std::as_bytes(std::span<const float>(std::vector<float>(17)))),
+                    std::invalid_argument);  // one element too many
+  }
+  CHECK(no_files());
+  REQUIRE_DATA_ERROR(lpx::OutputFile(dir.file("f8.npy"), lpx::DType::f8_e4m3, {4}),
+                     "no unambiguous .npy dtype");
+  CHECK(no_files());
 }

@@ -1,7 +1,9 @@
 // `lpx cast` (float32 -> codes or fake-quantized values) and `lpx decode` (codes ->
 // float32): element casts over whole files, through the array executions of the codec.
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,28 @@ struct CastArgs {
   int threads = 0;
 };
 
+// Runs cast(x, y, options) over pieces of 2^20 elements into one reused buffer and
+// appends each piece to the output file. options.index_offset keys stochastic rounding
+// by each element's flat index in the whole tensor, so the bits equal one whole-tensor
+// call; each piece still runs on every thread.
+template <class Out, class Cast>
+void cast_streamed(const FloatInput& in, const std::string& path, DType dtype,
+                   const std::string& name, const CastOptions& opt, Cast cast) {
+  constexpr size_t kPiece = size_t{1} << 20;
+  const size_t n = in.data.size();
+  std::vector<Out> buffer(std::min(n, kPiece));
+  OutputFile out(path, dtype, in.shape, name);
+  for (size_t first = 0; first < n; first += kPiece) {
+    const size_t count = std::min(kPiece, n - first);
+    CastOptions o = opt;
+    o.index_offset = opt.index_offset + first;
+    const std::span<Out> piece(buffer.data(), count);
+    cast(in.data.subspan(first, count), piece, o);
+    out.append(std::as_bytes(piece));
+  }
+  out.commit();
+}
+
 void run_cast(const CastArgs& a, const CLI::App& cmd) {
   const ElementFormat f = parse_format(a.to);
   CastOptions opt;
@@ -39,18 +63,17 @@ void run_cast(const CastArgs& a, const CLI::App& cmd) {
     throw UsageError("--emit must be codes or values, not '" + a.emit + "'");
 
   const FloatInput in = read_float_input(a.in, a.shape, a.tensor);
+  // The result goes to the file in cache-sized pieces (tensor_io: OutputFile): the input
+  // is memory-mapped and no whole-tensor buffer is allocated, zeroed or copied.
   if (a.emit == "values") {
-    std::vector<float> out(in.data.size());
-    fake_cast_array(in.data, out, f, opt);
-    write_by_extension(a.out, DType::f32, in.shape, as_bytes_of(out));
+    cast_streamed<float>(in, a.out, DType::f32, "values", opt,
+                         [&](auto x, auto y, const CastOptions& o) { fake_cast_array(x, y, f, o); });
   } else if (f.bits <= 8) {
-    std::vector<uint8_t> out(in.data.size());
-    encode_array(in.data, out, f, opt);
-    write_by_extension(a.out, DType::u8, in.shape, as_bytes_of(out), "codes");
+    cast_streamed<uint8_t>(in, a.out, DType::u8, "codes", opt,
+                           [&](auto x, auto y, const CastOptions& o) { encode_array(x, y, f, o); });
   } else {
-    std::vector<uint16_t> out(in.data.size());
-    encode_array(in.data, out, f, opt);
-    write_by_extension(a.out, DType::u16, in.shape, as_bytes_of(out), "codes");
+    cast_streamed<uint16_t>(in, a.out, DType::u16, "codes", opt,
+                            [&](auto x, auto y, const CastOptions& o) { encode_array(x, y, f, o); });
   }
 }
 

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -103,9 +104,13 @@ BlockFormat resolve_format(const QuantizeArgs& a, const CLI::App& cmd) {
 
 // The float32 input: raw (.f32 or anything else) with --shape, .npy, or one tensor of a
 // .safetensors file. f16/bf16/fp8 tensors are converted exactly.
+// A float32 input: float32 files stay memory-mapped (values points into `file`); other
+// dtypes are converted into `owned`.
 struct Input {
   std::vector<int64_t> shape;
-  std::vector<float> values;
+  TensorFile file;
+  std::vector<float> owned;
+  std::span<const float> values;
 };
 
 Input read_input(const std::string& path, const std::string& shape, const std::string& tensor) {
@@ -117,7 +122,7 @@ Input read_input(const std::string& path, const std::string& shape, const std::s
   const std::vector<int64_t> raw_shape = shape.empty() ? std::vector<int64_t>{} : parse_shape(shape);
   std::vector<std::string> names;
   if (!tensor.empty()) names.push_back(tensor);
-  const TensorFile file = read_tensor_file(path, raw_shape, names);
+  TensorFile file = read_tensor_file(path, raw_shape, names);
   if (file.tensors.size() != 1)
     throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
                                  file.tensors.size()));
@@ -126,7 +131,16 @@ Input read_input(const std::string& path, const std::string& shape, const std::s
     throw DataError(fmt::format("{}: unsupported dtype {} (quantize reads float32, float16, "
                                 "bfloat16, float8 tensors)",
                                 path, dtype_name(t.dtype)));
-  return {t.shape, to_float32(t)};
+  Input in;
+  in.shape = t.shape;
+  if (t.dtype == DType::f32) {
+    in.values = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
+  } else {
+    in.owned = to_float32(t);
+    in.values = in.owned;
+  }
+  in.file = file;
+  return in;
 }
 
 void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
@@ -161,14 +175,19 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
       throw UsageError(fmt::format("block of {} is larger than axis {} of shape {} ({} elements)",
                                    f.block.length, axis, shape_text(in.shape), dim));
   }
-  const QuantizedTensor q = quantize({in.values, in.shape}, f, opt);
-
   if (a.emit == "values") {
-    std::vector<float> out(in.values.size());
-    dequantize(q, out, a.threads);
-    write_values(a.out, in.shape, out, a.tensor.empty() ? "values" : a.tensor);
+    // Fused: scale, cast and dequantize per block in one pass, no codes materialised
+    // (bit-identical to dequantize(quantize(x)), formats_test_block_*).
+    // Not zero-filled first: every element is written.
+    const auto out = std::make_unique_for_overwrite<float[]>(in.values.size());
+    const std::span<float> values(out.get(), in.values.size());
+    fake_quantize_values({in.values, in.shape}, values, f, opt);
+    OutputFile file(a.out, DType::f32, in.shape, a.tensor.empty() ? "values" : a.tensor);
+    file.append(std::as_bytes(values));
+    file.commit();
     return;
   }
+  const QuantizedTensor q = quantize({in.values, in.shape}, f, opt);
   const Packing p = packing_for_bits(q.format.element.bits);
   const std::vector<uint8_t> packed = pack(q.codes, p);
   const std::vector<int64_t> codes_shape = {static_cast<int64_t>(packed.size())};

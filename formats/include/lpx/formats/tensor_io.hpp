@@ -104,6 +104,32 @@ void write_safetensors(const std::string& path, const std::vector<TensorOut>& te
                        const std::vector<std::pair<std::string, std::string>>& metadata = {});
 void write_raw(const std::string& path, std::span<const std::byte> bytes);
 
+// One tensor written as it is computed: the header first, then the data in pieces
+// (append), so a command can fill a cache-sized buffer, append it and reuse it instead of
+// holding the whole result in memory and copying it once more. The container follows the
+// extension as for the writers above (.npy, .safetensors with one tensor called `name`,
+// anything else raw bytes), with their atomicity: the bytes go to "<path>.tmp.<pid>",
+// which commit() syncs and renames over `path` once every byte of the tensor was
+// appended; an OutputFile destroyed before commit() removes it, so a failed command
+// leaves no file behind. "-" writes stdout.
+class OutputFile {
+ public:
+  OutputFile(const std::string& path, DType dtype, std::vector<int64_t> shape,
+             const std::string& name = "values");
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  ~OutputFile();
+
+  void append(std::span<const std::byte> bytes);  // more than the tensor holds: invalid_argument
+  void commit();                                  // fewer: invalid_argument, file removed
+
+ private:
+  void discard() noexcept;
+  std::string path_, tmp_;
+  uint64_t remaining_ = 0;
+  int fd_ = -1;
+};
+
 // Parses "4x32x16" into {4, 32, 16}; throws std::invalid_argument on bad syntax: empty
 // text or dimension, anything but decimal digits and 'x', a zero dimension (a tensor
 // read with --shape is never empty), or a product that overflows int64.
