@@ -182,8 +182,9 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
 // codec's f + r_N >= 2^N, for N >= sh and, shifting the other way, for N < sh.) A carry
 // out of the mantissa bumps the exponent as in the codec's step 3, so the code is
 // (t >> sh) - (127 - bias) << M and the rounded value is t with the low sh bits cleared.
-// Target subnormals (|x| < 2^emin) take the codec's own shift-and-round on the
-// significand (FastSubnormalQ) in vectors that have such a lane.
+// Target subnormals (|x| < 2^emin) take, in vectors that have such a lane, the FPU's own
+// round-to-nearest-even on |x| + 2^(emin - M + 23) under rne (FastConsts::sub_magic), or
+// the codec's shift-and-round on the significand (FastSubnormalQ) otherwise.
 template <Rounding M>
 HWY_INLINE VI FastNormalSum(VI abs, VI rnd, const FastConsts& c) {
   const DI di;
@@ -221,7 +222,16 @@ HWY_INLINE VI FastEncodeVec(VI bits, VI rnd, const FastConsts& c) {
   const VI abs = hn::And(bits, hn::Set(di, 0x7fffffff));
   VI mag = hn::Sub(hn::ShiftRightSame(FastNormalSum<M>(abs, rnd, c), c.sh), hn::Set(di, c.code_off));
   const auto sub = hn::Lt(abs, hn::Set(di, c.min_normal));
-  if (!hn::AllFalse(di, sub)) mag = hn::IfThenElse(sub, FastSubnormalQ<M>(abs, rnd, c), mag);
+  if (!hn::AllFalse(di, sub)) {
+    VI q;
+    if (M == Rounding::rne && c.sub_magic_ok) {
+      const auto t = hn::Add(hn::BitCast(DF(), abs), hn::Set(DF(), c.sub_magic));
+      q = hn::Sub(hn::BitCast(di, t), hn::Set(di, c.sub_magic_bits));
+    } else {
+      q = FastSubnormalQ<M>(abs, rnd, c);
+    }
+    mag = hn::IfThenElse(sub, q, mag);
+  }
   const VI max_mag = hn::Set(di, c.max_mag);
   if (c.sat) {
     mag = hn::Min(mag, max_mag);  // Inf too; NaN lanes are replaced below
@@ -254,7 +264,13 @@ HWY_INLINE VI FastFakeVec(VI bits, VI rnd, const FastConsts& c) {
   VI mag = hn::And(FastNormalSum<M>(abs, rnd, c), hn::Set(di, c.keep_low));
   const auto sub = hn::Lt(abs, hn::Set(di, c.min_normal));
   if (!hn::AllFalse(di, sub)) {
-    const auto v = hn::Mul(hn::ConvertTo(df, FastSubnormalQ<M>(abs, rnd, c)), hn::Set(df, c.sub_ulp));
+    hn::Vec<DF> v;
+    if (M == Rounding::rne && c.sub_magic_ok) {
+      const auto magic = hn::Set(df, c.sub_magic);
+      v = hn::Sub(hn::Add(hn::BitCast(df, abs), magic), magic);  // exact: both steps
+    } else {
+      v = hn::Mul(hn::ConvertTo(df, FastSubnormalQ<M>(abs, rnd, c)), hn::Set(df, c.sub_ulp));
+    }
     mag = hn::IfThenElse(sub, hn::BitCast(di, v), mag);
   }
   const VI max_bits = hn::Set(di, c.max_bits);

@@ -111,6 +111,13 @@ struct FastConsts {
   int32_t min_normal = 0;     // float32 bits of the target's smallest normal, 2^emin
   int32_t sub_base = 0;       // subnormal lanes: shift = sub_base - max(biased exponent, 1)
   float sub_ulp = 0.0f;       // 2^(emin - M): spacing of the target's subnormals
+  // rne below 2^emin: |x| + 2^(emin - M + 23) is rounded by the FPU (round-to-nearest-even,
+  // the default mode) to a multiple of 2^(emin - M), and its low float32 bits are the code.
+  // Used when 2^(emin - M) >= 2^-100, so a DAZ/FTZ mode set by the caller cannot matter
+  // (a float32 subnormal input rounds to 0 either way).
+  bool sub_magic_ok = false;
+  float sub_magic = 0.0f;
+  int32_t sub_magic_bits = 0;
   int32_t max_mag = 0;        // largest finite code magnitude
   int32_t max_bits = 0;       // its value as float32 bits
   int32_t ovf_mag = 0;        // ieee overflow: code magnitude (NaN, Inf or max)
@@ -148,6 +155,11 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
   c.min_normal = static_cast<int32_t>(float_to_bits(pow2f(f.emin())));
   c.sub_base = c.sh + f.emin() + 127;
   c.sub_ulp = pow2f(f.emin() - m);
+  c.sub_magic_ok = f.emin() - m >= -100;
+  if (c.sub_magic_ok) {
+    c.sub_magic = pow2f(f.emin() - m + 23);
+    c.sub_magic_bits = static_cast<int32_t>(float_to_bits(c.sub_magic));
+  }
   c.max_mag = static_cast<int32_t>(f.max_magnitude);
   c.max_bits = static_cast<int32_t>(float_to_bits(decode(f.max_magnitude, f)));
   const bool overflow_is_nan = !f.has_inf() && f.has_nan();
