@@ -324,8 +324,90 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
 constexpr int64_t kSubBlocks = 64;
 
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
+void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t);
+
+// The MX case in one tight loop: power-of-two scales, blocks along the last axis whose
+// length is a multiple of the vector and divides the row (so blocks b0..b1 are one
+// contiguous run), no precomputed amax. Per block: amax of its vectors, the scale
+// exponent (block_scale()'s power-of-two branch: the same scale_exponent() and clamp),
+// then CastVec per vector while the block is in L1; no per-block box or scale records.
+// sr: the random words of up to kRandWords elements are drawn per chunk of blocks. A
+// block holding NaN/Inf goes to the general loop (QuantizeBlocksT) alone.
+template <Rounding M, bool kInt, bool kFast>
+void QuantizeContiguousPow2T(const qd::BlockJob& job, int64_t b0, int64_t b1,
+                             qd::BlockTotals& t) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const qd::Context& ctx = *job.ctx;
+  const BlockConsts k = make_block_consts(ctx);
+  const ScaleRule rule = ctx.f->rule;
+  const int64_t L = job.block_len;
+  const int64_t vpb = L / static_cast<int64_t>(N);
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kRandWords) / L);
+  HWY_ALIGN uint32_t rnd[kRandWords];
+  LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+  QuantizeStats st;
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  uint32_t finite_max = 0;
+  for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
+    const int64_t c1 = std::min(b1, c0 + chunk);
+    if constexpr (M == Rounding::sr)
+      RandomFill(rnd, static_cast<size_t>((c1 - c0) * L), static_cast<uint64_t>(c0 * L), k);
+    for (int64_t b = c0; b < c1; ++b) {
+      const int64_t base = b * L;
+      const float* x = job.x + base;
+      VI a0 = hn::Zero(di);
+      for (int64_t j = 0; j < vpb; ++j)
+        a0 = hn::Max(a0, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + j * N)), k), absmask));
+      const uint32_t amax = MaxLane(a0);
+      if (HWY_UNLIKELY(amax > 0x7f7fffffu)) {  // NaN or Inf in the block
+        QuantizeBlocksT<M, kInt, true, kFast>(job, b, b + 1, t);
+        continue;
+      }
+      finite_max = std::max(finite_max, amax);
+      qd::BlockScale s;
+      s.nan = false;
+      s.enc = 1.0f;
+      s.exponent = -127;  // all-zero block: 2^-127 (code 0x00)
+      s.clamped = false;
+      if (amax != 0) {
+        const int raw = qd::scale_exponent(amax, rule, ctx.lim);
+        s.exponent = std::clamp(raw, -127, 127);
+        s.clamped = s.exponent != raw;
+      }
+      s.dec = pow2f(s.exponent);
+      s.code = static_cast<uint8_t>(s.exponent + 127);
+      if (s.clamped) ++t.clamped;
+      if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
+      else job.scale_values[b] = s.dec;
+      const BlockVecs bv = MakeBlockVecs<true>(k, s, pow2f(-s.exponent), qd::stored_dec(s, ctx.f->scale));
+      for (int64_t j = 0; j < vpb; ++j) {
+        const int64_t i = base + j * static_cast<int64_t>(N);
+        VI r = hn::Zero(di);
+        if constexpr (M == Rounding::sr)
+          r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + (i - c0 * L)));
+        CastVec<M, kInt, true, kFast>(job, k, i, N, hn::BitCast(di, hn::LoadU(DF(), job.x + i)), r,
+                                      bv, s, lc, st);
+      }
+      lc.pending += vpb;
+      if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+    }
+  }
+  FlushCounts(lc, st);
+  t.finite_max = std::max(t.finite_max, finite_max);
+  t.saturated += st.saturated;
+  t.flushed += st.flushed;
+}
+
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
+  if constexpr (kPow2) {
+    const int64_t N = static_cast<int64_t>(hn::Lanes(di));
+    if (job.last_axis && job.amax == nullptr && b1 - b0 > 1 && job.block_len % N == 0 &&
+        job.row_len % job.block_len == 0)
+      return QuantizeContiguousPow2T<M, kInt, kFast>(job, b0, b1, t);
+  }
   const qd::Context& ctx = *job.ctx;
   const BlockConsts k = make_block_consts(ctx);
   const ScaleFormat sf = ctx.f->scale;
