@@ -19,6 +19,11 @@ namespace {
 // 64 Ki elements: large enough to amortise the OpenMP fork, small enough to balance.
 constexpr size_t kChunk = size_t{1} << 16;
 
+// Arrays moving more bytes than this (input + output) are written with non-temporal
+// stores: they cannot stay in the caches, and streaming saves reading every output line
+// before overwriting it. Smaller results stay cached for the caller that reads them next.
+constexpr size_t kStreamBytes = size_t{64} << 20;
+
 // Calls kernel(begin, count) over [0, n) in chunks. The first chunk also takes the
 // elements before the first flat index that is a multiple of 4.
 template <class Kernel>
@@ -52,16 +57,18 @@ void encode_array(std::span<const float> in, std::span<uint8_t> out, const Eleme
                   const CastOptions& opt) {
   check_code_width(sizeof(uint8_t), f);
   check_sizes(in.size(), out.size());
+  const bool stream = in.size() * (sizeof(float) + sizeof(out[0])) >= kStreamBytes;
   for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
-    simd::encode_u8(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt);
+    simd::encode_u8(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt, stream);
   });
 }
 void encode_array(std::span<const float> in, std::span<uint16_t> out, const ElementFormat& f,
                   const CastOptions& opt) {
   check_code_width(sizeof(uint16_t), f);
   check_sizes(in.size(), out.size());
+  const bool stream = in.size() * (sizeof(float) + sizeof(out[0])) >= kStreamBytes;
   for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
-    simd::encode_u16(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt);
+    simd::encode_u16(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt, stream);
   });
 }
 void decode_array(std::span<const uint8_t> in, std::span<float> out, const ElementFormat& f,
@@ -81,8 +88,9 @@ void decode_array(std::span<const uint16_t> in, std::span<float> out, const Elem
 void fake_cast_array(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                      const CastOptions& opt) {
   check_sizes(in.size(), out.size());
+  const bool stream = in.size() * (sizeof(float) + sizeof(out[0])) >= kStreamBytes;
   for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
-    simd::fake_cast(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt);
+    simd::fake_cast(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt, stream);
   });
 }
 

@@ -11,7 +11,11 @@
 #define HWY_TARGET_INCLUDE "cast_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
+#if HWY_ARCH_X86
+#include <immintrin.h>  // _mm_sfence (Highway 1.0 has no portable stream fence)
+#endif
 
 #include <string>
 #include <type_traits>
@@ -35,36 +39,46 @@ using detail::PhiloxConsts;
 
 #if HWY_TARGET != HWY_SCALAR
 
+// Stores one vector of output lanes: unaligned, or (stream) non-temporal to an aligned p.
+template <class D>
+HWY_INLINE void Put(hn::Vec<D> v, D d, hn::TFromD<D>* p, bool stream) {
+  if (stream) hn::Stream(v, d, p);
+  else hn::StoreU(v, d, p);
+}
+
 // Stores one vector of codes (or, for float output, their decoded values).
-HWY_INLINE void StoreOut(VI code, uint8_t* p, const DecodeConsts&) {
+HWY_INLINE void StoreOut(VI code, uint8_t* p, const DecodeConsts&, bool stream) {
   const hn::Rebind<uint8_t, DI> d8;
-  hn::StoreU(hn::DemoteTo(d8, code), d8, p);  // codes are in [0, 255]: exact
+  Put(hn::DemoteTo(d8, code), d8, p, stream);  // codes are in [0, 255]: exact
 }
-HWY_INLINE void StoreOut(VI code, uint16_t* p, const DecodeConsts&) {
+HWY_INLINE void StoreOut(VI code, uint16_t* p, const DecodeConsts&, bool stream) {
   const hn::Rebind<uint16_t, DI> d16;
-  hn::StoreU(hn::DemoteTo(d16, code), d16, p);  // codes are in [0, 65535]: exact
+  Put(hn::DemoteTo(d16, code), d16, p, stream);  // codes are in [0, 65535]: exact
 }
-HWY_INLINE void StoreOut(VI code, float* p, const DecodeConsts& dc) {
-  hn::StoreU(DecodeVec(code, dc), DF(), p);
+HWY_INLINE void StoreOut(VI code, float* p, const DecodeConsts& dc, bool stream) {
+  Put(DecodeVec(code, dc), DF(), p, stream);
 }
 
 // One vector of results: codes (integer outputs) or decoded values (float output), from
 // the short path (kFast, codec_simd.hpp: fast_path_ok) or the general vector codec.
 template <Rounding M, bool kInt, bool kFast, class Out>
 HWY_INLINE void EncodeStore(VI bits, VI rnd, Out* p, const EncodeConsts& ec,
-                            const FastConsts& fc, const DecodeConsts& dc) {
+                            const FastConsts& fc, const DecodeConsts& dc, bool stream) {
   if constexpr (kFast && !kInt) {
     if constexpr (std::is_same_v<Out, float>) {
-      hn::StoreU(hn::BitCast(DF(), FastFakeVec<M>(bits, rnd, fc)), DF(), p);
+      Put(hn::BitCast(DF(), FastFakeVec<M>(bits, rnd, fc)), DF(), p, stream);
     } else {
-      StoreOut(FastEncodeVec<M>(bits, rnd, fc), p, dc);
+      StoreOut(FastEncodeVec<M>(bits, rnd, fc), p, dc, stream);
     }
   } else {
-    StoreOut(EncodeVec<M, kInt>(bits, rnd, ec), p, dc);
+    StoreOut(EncodeVec<M, kInt>(bits, rnd, ec), p, dc, stream);
   }
 }
 #endif  // HWY_TARGET != HWY_SCALAR
 
+
+// Large (streamed) arrays: the input is prefetched this far ahead of the vector loop.
+constexpr size_t kPrefetchFloats = 512;
 
 template <class Out>
 HWY_INLINE Out ScalarOut(uint32_t code, const ElementFormat& f) {
@@ -77,7 +91,8 @@ HWY_INLINE Out ScalarOut(uint32_t code, const ElementFormat& f) {
 
 template <Rounding M, bool kInt, bool kFast, class Out>
 void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
-                uint64_t first_index, const ElementFormat& f, const CastOptions& opt) {
+                uint64_t first_index, const ElementFormat& f, const CastOptions& opt,
+                bool want_stream) {
   const DI di;
   const DF df;
   const size_t N = hn::Lanes(di);
@@ -93,14 +108,30 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
   (void)di;
   (void)df;
   (void)N;
+  (void)want_stream;
 #else
   const EncodeConsts ec = detail::make_encode_consts(f, opt);
   const DecodeConsts dc = detail::make_decode_consts(f);
   const FastConsts fc = kFast ? detail::make_fast_consts(f, opt) : FastConsts{};
+  // Non-temporal stores need the output aligned to the stored vector (N outputs); sr also
+  // needs a flat index that is a multiple of 4. Start the vector loop at the first element
+  // where both hold (none within reach: plain stores).
+  bool stream = false;
+  size_t head = M == Rounding::sr ? static_cast<size_t>((4 - first_index % 4) % 4) : 0;
+  if (want_stream) {
+    const size_t vec_bytes = N * sizeof(Out);
+    for (size_t h = head; h < head + 4 * vec_bytes && h < n; ++h) {
+      if (reinterpret_cast<uintptr_t>(out + h) % vec_bytes == 0 &&
+          (M != Rounding::sr || (first_index + h) % 4 == 0)) {
+        head = h;
+        stream = true;
+        break;
+      }
+    }
+  }
+  for (; i < head && i < n; ++i) scalar_one(i);
   if constexpr (M == Rounding::sr) {
     // Vector loop from a flat index that is a multiple of 4 (a Philox block boundary).
-    const size_t head = static_cast<size_t>((4 - first_index % 4) % 4);
-    for (; i < head && i < n; ++i) scalar_one(i);
     const DU du;
     const DU64 du64;
     const PhiloxConsts pc = detail::make_philox_consts(opt.seed);
@@ -119,77 +150,83 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
     const auto inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
     const auto inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));  // 4 vectors of blocks
     for (; i + 4 * N <= n; i += 4 * N) {
+      if (stream)
+        for (size_t l = 0; l < 4; ++l) hwy::Prefetch(in + i + kPrefetchFloats + l * N);
       VI r0, r1, r2, r3;
       PhiloxVec4(ctr, inc, pc, r0, r1, r2, r3);
       ctr = hn::Add(ctr, inc4);
-      EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i)), r0, out + i, ec, fc, dc);
+      EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i)), r0, out + i, ec, fc, dc, stream);
       EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + N)), r1, out + i + N,
-                                  ec, fc, dc);
+                                  ec, fc, dc, stream);
       EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + 2 * N)), r2,
-                                  out + i + 2 * N, ec, fc, dc);
+                                  out + i + 2 * N, ec, fc, dc, stream);
       EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + 3 * N)), r3,
-                                  out + i + 3 * N, ec, fc, dc);
+                                  out + i + 3 * N, ec, fc, dc, stream);
     }
     for (; i + N <= n; i += N) {
       const VI bits = hn::BitCast(di, hn::LoadU(df, in + i));
       const VI rnd = PhiloxVec(ctr, pc);
       ctr = hn::Add(ctr, inc);  // 64-bit add: the group counter carries into its high word
-      EncodeStore<M, kInt, kFast>(bits, rnd, out + i, ec, fc, dc);
+      EncodeStore<M, kInt, kFast>(bits, rnd, out + i, ec, fc, dc, stream);
     }
   } else {
     const VI zero = hn::Zero(di);
     for (; i + N <= n; i += N) {
+      if (stream) hwy::Prefetch(in + i + kPrefetchFloats);
       const VI bits = hn::BitCast(di, hn::LoadU(df, in + i));
-      EncodeStore<M, kInt, kFast>(bits, zero, out + i, ec, fc, dc);
+      EncodeStore<M, kInt, kFast>(bits, zero, out + i, ec, fc, dc, stream);
     }
   }
+#if HWY_ARCH_X86
+  if (stream) _mm_sfence();  // order the non-temporal stores before any later read
+#endif
 #endif
   for (; i < n; ++i) scalar_one(i);
 }
 
 template <class Out>
 void EncodeDispatch(const float* in, Out* out, size_t n, uint64_t first_index,
-                    const ElementFormat* fp, const CastOptions* op) {
+                    const ElementFormat* fp, const CastOptions* op, bool stream) {
   const ElementFormat& f = *fp;
   const CastOptions& opt = *op;
   const bool i = f.is_integer;
   const bool fast = detail::fast_path_ok(f, opt);
   switch (opt.round) {
     case Rounding::rne:
-      if (fast) return EncodeLoop<Rounding::rne, false, true>(in, out, n, first_index, f, opt);
-      return i ? EncodeLoop<Rounding::rne, true, false>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rne, false, false>(in, out, n, first_index, f, opt);
+      if (fast) return EncodeLoop<Rounding::rne, false, true>(in, out, n, first_index, f, opt, stream);
+      return i ? EncodeLoop<Rounding::rne, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rne, false, false>(in, out, n, first_index, f, opt, stream);
     case Rounding::rna:
-      return i ? EncodeLoop<Rounding::rna, true, false>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rna, false, false>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rna, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rna, false, false>(in, out, n, first_index, f, opt, stream);
     case Rounding::rtz:
-      if (fast) return EncodeLoop<Rounding::rtz, false, true>(in, out, n, first_index, f, opt);
-      return i ? EncodeLoop<Rounding::rtz, true, false>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rtz, false, false>(in, out, n, first_index, f, opt);
+      if (fast) return EncodeLoop<Rounding::rtz, false, true>(in, out, n, first_index, f, opt, stream);
+      return i ? EncodeLoop<Rounding::rtz, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rtz, false, false>(in, out, n, first_index, f, opt, stream);
     case Rounding::rup:
-      return i ? EncodeLoop<Rounding::rup, true, false>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rup, false, false>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rup, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rup, false, false>(in, out, n, first_index, f, opt, stream);
     case Rounding::rdn:
-      return i ? EncodeLoop<Rounding::rdn, true, false>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::rdn, false, false>(in, out, n, first_index, f, opt);
+      return i ? EncodeLoop<Rounding::rdn, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rdn, false, false>(in, out, n, first_index, f, opt, stream);
     case Rounding::sr:
-      if (fast) return EncodeLoop<Rounding::sr, false, true>(in, out, n, first_index, f, opt);
-      return i ? EncodeLoop<Rounding::sr, true, false>(in, out, n, first_index, f, opt)
-               : EncodeLoop<Rounding::sr, false, false>(in, out, n, first_index, f, opt);
+      if (fast) return EncodeLoop<Rounding::sr, false, true>(in, out, n, first_index, f, opt, stream);
+      return i ? EncodeLoop<Rounding::sr, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::sr, false, false>(in, out, n, first_index, f, opt, stream);
   }
 }
 
 void EncodeU8(const float* in, uint8_t* out, size_t n, uint64_t first_index,
-              const ElementFormat* f, const CastOptions* opt) {
-  EncodeDispatch(in, out, n, first_index, f, opt);
+              const ElementFormat* f, const CastOptions* opt, bool stream) {
+  EncodeDispatch(in, out, n, first_index, f, opt, stream);
 }
 void EncodeU16(const float* in, uint16_t* out, size_t n, uint64_t first_index,
-               const ElementFormat* f, const CastOptions* opt) {
-  EncodeDispatch(in, out, n, first_index, f, opt);
+              const ElementFormat* f, const CastOptions* opt, bool stream) {
+  EncodeDispatch(in, out, n, first_index, f, opt, stream);
 }
 void FakeCast(const float* in, float* out, size_t n, uint64_t first_index,
-              const ElementFormat* f, const CastOptions* opt) {
-  EncodeDispatch(in, out, n, first_index, f, opt);
+              const ElementFormat* f, const CastOptions* opt, bool stream) {
+  EncodeDispatch(in, out, n, first_index, f, opt, stream);
 }
 
 template <class Code>
@@ -253,19 +290,19 @@ void scalar_encode(const float* in, Out* out, size_t n, uint64_t first_index,
 }  // namespace
 
 void encode_u8(const float* in, uint8_t* out, size_t n, uint64_t first_index,
-               const ElementFormat& f, const CastOptions& opt) {
+               const ElementFormat& f, const CastOptions& opt, bool stream) {
   if (!detail::vectorizable(f, opt)) return scalar_encode(in, out, n, first_index, f, opt);
-  HWY_DYNAMIC_DISPATCH(EncodeU8)(in, out, n, first_index, &f, &opt);
+  HWY_DYNAMIC_DISPATCH(EncodeU8)(in, out, n, first_index, &f, &opt, stream);
 }
 void encode_u16(const float* in, uint16_t* out, size_t n, uint64_t first_index,
-                const ElementFormat& f, const CastOptions& opt) {
+               const ElementFormat& f, const CastOptions& opt, bool stream) {
   if (!detail::vectorizable(f, opt)) return scalar_encode(in, out, n, first_index, f, opt);
-  HWY_DYNAMIC_DISPATCH(EncodeU16)(in, out, n, first_index, &f, &opt);
+  HWY_DYNAMIC_DISPATCH(EncodeU16)(in, out, n, first_index, &f, &opt, stream);
 }
 void fake_cast(const float* in, float* out, size_t n, uint64_t first_index,
-               const ElementFormat& f, const CastOptions& opt) {
+               const ElementFormat& f, const CastOptions& opt, bool stream) {
   if (!detail::vectorizable(f, opt)) return scalar_encode(in, out, n, first_index, f, opt);
-  HWY_DYNAMIC_DISPATCH(FakeCast)(in, out, n, first_index, &f, &opt);
+  HWY_DYNAMIC_DISPATCH(FakeCast)(in, out, n, first_index, &f, &opt, stream);
 }
 void decode_u8(const uint8_t* in, float* out, size_t n, const ElementFormat& f) {
   HWY_DYNAMIC_DISPATCH(DecodeU8)(in, out, n, &f);

@@ -13,12 +13,14 @@
 namespace lpx::simd {
 
 // float32 -> codes (one per byte or per uint16), and decode(encode(x)) in place of codes.
+// stream: write the output with non-temporal stores (for arrays far larger than the
+// caches: no read-for-ownership of output lines that would be evicted anyway).
 void encode_u8(const float* in, uint8_t* out, size_t n, uint64_t first_index,
-               const ElementFormat& f, const CastOptions& opt);
+               const ElementFormat& f, const CastOptions& opt, bool stream = false);
 void encode_u16(const float* in, uint16_t* out, size_t n, uint64_t first_index,
-                const ElementFormat& f, const CastOptions& opt);
+                const ElementFormat& f, const CastOptions& opt, bool stream = false);
 void fake_cast(const float* in, float* out, size_t n, uint64_t first_index,
-               const ElementFormat& f, const CastOptions& opt);
+               const ElementFormat& f, const CastOptions& opt, bool stream = false);
 void decode_u8(const uint8_t* in, float* out, size_t n, const ElementFormat& f);
 void decode_u16(const uint16_t* in, float* out, size_t n, const ElementFormat& f);
 // The HWY_* bit of the target the calls above use now.

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -282,5 +283,39 @@ TEST_CASE("Array casts do not depend on the thread count", "[cast][simd][threads
       INFO(err);
       CHECK(err.empty());
     }
+  }
+}
+
+TEST_CASE("Arrays too large for the caches (non-temporal stores) match the scalar codec",
+          "[cast][simd][stream]") {
+  // 8 Mi + 13 float32 in and out: past cast.cpp's 64 MiB threshold for streamed stores.
+  // The output starts one element past an aligned address, so every chunk's vector loop
+  // has to find its own aligned start (and, under sr, one on a Philox block boundary).
+  const size_t n = (size_t{1} << 23) + 13;
+  std::vector<float> xs(n);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> g(0.0f, 3.0f);
+  for (float& x : xs) x = g(rng);
+  xs[12345] = std::numeric_limits<float>::quiet_NaN();
+  xs[777777] = -std::numeric_limits<float>::infinity();
+  for (Rounding r : {Rounding::rne, Rounding::sr}) {
+    CastOptions opt;
+    opt.round = r;
+    opt.seed = 9;
+    opt.index_offset = 2;
+    opt.threads = 2;
+    std::vector<float> fake(n + 1);
+    lpx::fake_cast_array(xs, std::span<float>(fake.data() + 1, n), lpx::fmt8::e4m3fn, opt);
+    std::vector<uint8_t> codes(n + 1);
+    lpx::encode_array(xs, std::span<uint8_t>(codes.data() + 1, n), lpx::fmt8::e4m3fn, opt);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t rb = r == Rounding::sr ? lpx::random_bits(opt.seed, opt.stream, opt.index_offset + i) : 0u;
+      const uint32_t want = lpx::encode(xs[i], lpx::fmt8::e4m3fn, r, opt.overflow, rb, opt.sr_bits);
+      const float want_v = lpx::decode(want, lpx::fmt8::e4m3fn);
+      if (codes[i + 1] != want || std::memcmp(&fake[i + 1], &want_v, sizeof(float)) != 0) ++bad;
+    }
+    INFO(lpx::rounding_name(r));
+    CHECK(bad == 0);
   }
 }
