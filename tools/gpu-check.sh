@@ -8,6 +8,8 @@
 # $OUT/summary.txt:
 #   configure, build    lpx and every kernels test (tests/kernels/test_*.cpp)
 #   kernels-tests       ctest -R '^kernels_': argument checks and the device tests
+#   sim-gpu             sim_test_gpu_train: lpx train --device gpu gives the CPU's loss
+#                       arrays bit for bit
 #   validate            lpx validate --require-gpu: >= 1e9 elements bit for bit against the
 #                       CPU emulator (casts, quantize / dequantize / fake_quantize, Hadamard,
 #                       hardware cvt where present) and the quantized-operand GEMMs
@@ -55,8 +57,10 @@ step() {  # step NAME CAP_S COMMAND...
 mapfile -t kernel_tests < <(for f in tests/kernels/test_*.cpp; do basename "$f" .cpp | sed 's/^/kernels_/'; done)
 step configure 90 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90a-real "$@"
-step build 300 cmake --build "$BUILD" -j "$(nproc)" --target lpx "${kernel_tests[@]}"
+step build 300 cmake --build "$BUILD" -j "$(nproc)" --target lpx "${kernel_tests[@]}" \
+  sim_test_gpu_train
 step kernels-tests 90 ctest --test-dir "$BUILD" -R '^kernels_' -j 4 --output-on-failure
+step sim-gpu 60 ctest --test-dir "$BUILD" -R '^sim_test_gpu_train$' --output-on-failure
 step validate 180 "$BUILD/tools/lpx" validate --require-gpu
 step bench 90 "$BUILD/tools/lpx" bench --gpu
 step bench-torch 60 python3 tools/bench_torch_cast.py --bytes 1073741824

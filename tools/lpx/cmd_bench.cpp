@@ -99,10 +99,10 @@ void run_gpu_bench(const BenchArgs& a) {
     fmt::print("]\n");
     return;
   }
-  fmt::print("device: {}\n{:<36} {:>10} {:>12} {:>10}\n", kernels::device_description(), "path",
+  fmt::print("device: {}\n{:<48} {:>10} {:>12} {:>10}\n", kernels::device_description(), "path",
              "GB/s", "of copy", "TFLOP/s");
   for (const auto& r : rows)
-    fmt::print("{:<36} {:>10.1f} {:>12.3f} {:>10.1f}\n", r.path, r.gb_per_s, r.copy_fraction,
+    fmt::print("{:<48} {:>10.1f} {:>12.3f} {:>10.1f}\n", r.path, r.gb_per_s, r.copy_fraction,
                r.tflops);
 }
 

@@ -28,7 +28,7 @@
 //     and version: (amax_b / 6) * s_enc (transpose kernel, "to ensure exact match"),
 //     (amax_b * float(1/6)) * s_enc, and amax_b * (s_enc * float(1/6)); each rounds
 //     differently on some blocks. Which one to match is an open choice (a one-line
-//     change in block_scale() in quantize.cpp and in the reference test).
+//     change in block_scale() in formats/block_scale.hpp and in the reference test).
 //
 // Edge semantics (each a deliberate choice; OCP MX v1.0 where it speaks):
 //   all-zero block   e8m0: scale code 0x00 (2^-127, Transformer Engine's choice); pow2:
