@@ -142,8 +142,9 @@ std::vector<float> OperandQuantizer::signs(GemmRole role, uint64_t step) const {
 }
 
 std::vector<float> OperandQuantizer::history_values(GemmRole role) const {
-  const auto& v = history_values_[static_cast<size_t>(role)];
-  return {v.begin(), v.end()};
+  const auto& h = histories_[static_cast<size_t>(role)];
+  if (!h) return {};
+  return {h->values().begin(), h->values().end()};
 }
 
 void OperandQuantizer::restore_history(GemmRole role, std::span<const float> values) {
@@ -159,11 +160,7 @@ void OperandQuantizer::restore_history(GemmRole role, std::span<const float> val
         "OperandQuantizer::restore_history({}): {} values for a history of length {} (layer {})",
         role_name(role), values.size(), h->length(), layer_.name));
   h.emplace(h->length(), h->reduction());
-  history_values_[i].clear();
-  for (float a : values) {
-    h->push(a);
-    history_values_[i].push_back(a);
-  }
+  for (float a : values) h->push(a);
 }
 
 void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
@@ -275,9 +272,6 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       if (applied) describe_block(f, rows, cols, s, applied);
       if (history) {
         history->push(q.amax);
-        auto& mirror = history_values_[i_role];
-        mirror.push_back(q.amax);
-        while (mirror.size() > history->length()) mirror.pop_front();
       }
       saturated = q.stats.saturated;
       clamped = q.stats.clamped_scales;

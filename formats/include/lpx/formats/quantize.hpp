@@ -111,6 +111,9 @@ class AmaxHistory {
   size_t size() const { return values_.size(); }
   size_t length() const { return length_; }
   Reduction reduction() const { return reduction_; }
+  // The amaxes held, oldest first: what a checkpoint saves (pushing them in order into a
+  // fresh history of the same length and reduction restores it exactly).
+  const std::deque<float>& values() const { return values_; }
 
  private:
   size_t length_;

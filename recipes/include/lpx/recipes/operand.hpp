@@ -53,7 +53,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -177,8 +176,6 @@ class OperandQuantizer {
  private:
   std::array<RoleSpec, kGemmRoles> specs_;
   std::array<std::optional<AmaxHistory>, kGemmRoles> histories_;
-  // What each history holds (AmaxHistory does not expose its values), oldest first.
-  std::array<std::deque<float>, kGemmRoles> history_values_;
   LayerInfo layer_;
   uint64_t seed_;
   bool high_precision_;
