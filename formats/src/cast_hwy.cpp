@@ -4,7 +4,8 @@
 // block quantizer; this file holds the array loops and their dispatch.
 //
 // Fallbacks to the scalar codec: the first up-to-3 elements of an SR chunk whose flat
-// index is not a multiple of 4, the ragged tail of every chunk (< one vector), SR with
+// index is not a multiple of 4 (with streamed stores: the elements before the first
+// aligned output), the ragged tail of every chunk (< one vector), SR with
 // sr_bits outside [1, 32], formats with |bias| > 1024, and everything on HWY_SCALAR
 // (Highway's one-lane baseline target, used only on CPUs without SSSE3).
 #undef HWY_TARGET_INCLUDE
