@@ -133,23 +133,9 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
   for (; i < head && i < n; ++i) scalar_one(i);
   if constexpr (M == Rounding::sr) {
     // Vector loop from a flat index that is a multiple of 4 (a Philox block boundary).
-    const DU du;
-    const DU64 du64;
     const PhiloxConsts pc = detail::make_philox_consts(opt.seed);
-    // Counter blocks (group lo, group hi, stream, 0) for groups g0, g0 + 1, ...
-    HWY_ALIGN uint32_t init[HWY_MAX_BYTES / 4];
-    const uint64_t g0 = (first_index + i) / 4;
-    for (size_t l = 0; l < N; l += 4) {
-      const uint64_t g = g0 + l / 4;
-      init[l] = static_cast<uint32_t>(g);
-      init[l + 1] = static_cast<uint32_t>(g >> 32);
-      init[l + 2] = opt.stream;
-      init[l + 3] = 0;
-    }
-    auto ctr = hn::BitCast(du64, hn::Load(du, init));
-    HWY_ALIGN const uint32_t inc_words[4] = {static_cast<uint32_t>(N / 4), 0, 0, 0};
-    const auto inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
-    const auto inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));  // 4 vectors of blocks
+    hn::Vec<DU64> ctr, inc, inc4;
+    PhiloxCounters((first_index + i) / 4, opt.stream, ctr, inc, inc4);
     for (; i + 4 * N <= n; i += 4 * N) {
       if (stream)
         for (size_t l = 0; l < 4; ++l) hwy::Prefetch(in + i + kPrefetchFloats + l * N);

@@ -329,6 +329,28 @@ HWY_INLINE hn::Vec<DF> DecodeVec(VI code, const DecodeConsts& c) {
   return hn::BitCast(df, result);
 }
 
+// The first counter vector for elements from flat index 4 * g0 (block l/4 of the vector
+// is (g0 + l/4 low word, high word, stream, 0)), the step `inc` that moves a counter
+// vector on by one vector of blocks, and inc4 = 4 * inc (one PhiloxVec4 call).
+HWY_INLINE void PhiloxCounters(uint64_t g0, uint32_t stream, hn::Vec<DU64>& ctr,
+                               hn::Vec<DU64>& inc, hn::Vec<DU64>& inc4) {
+  const DU du;
+  const DU64 du64;
+  const size_t N = hn::Lanes(du);
+  HWY_ALIGN uint32_t init[HWY_MAX_BYTES / 4];
+  for (size_t l = 0; l < N; l += 4) {
+    const uint64_t g = g0 + l / 4;
+    init[l] = static_cast<uint32_t>(g);
+    init[l + 1] = static_cast<uint32_t>(g >> 32);
+    init[l + 2] = stream;
+    init[l + 3] = 0;
+  }
+  ctr = hn::BitCast(du64, hn::Load(du, init));
+  HWY_ALIGN const uint32_t inc_words[4] = {static_cast<uint32_t>(N / 4), 0, 0, 0};
+  inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
+  inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));
+}
+
 // Philox4x32-10 for the blocks held in `ctr` (four u32 lanes per block).
 HWY_INLINE VI PhiloxVec(hn::Vec<DU64> ctr, const PhiloxConsts& p) {
   const DU du;

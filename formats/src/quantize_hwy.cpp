@@ -85,25 +85,13 @@ constexpr size_t kRandWords = 2048;
 HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
                            const BlockConsts& k) {
   const DU du;
-  const DU64 du64;
   const size_t N = hn::Lanes(du);
   size_t i = 0;
   const size_t head = static_cast<size_t>((4 - first % 4) % 4);
   for (; i < head && i < n; ++i) out[i] = random_bits(k.co.seed, k.co.stream, first + i);
   if (i >= n) return;
-  HWY_ALIGN uint32_t init[HWY_MAX_BYTES / 4];
-  const uint64_t g0 = (first + i) / 4;
-  for (size_t l = 0; l < N; l += 4) {
-    const uint64_t g = g0 + l / 4;
-    init[l] = static_cast<uint32_t>(g);
-    init[l + 1] = static_cast<uint32_t>(g >> 32);
-    init[l + 2] = k.co.stream;
-    init[l + 3] = 0;
-  }
-  auto ctr = hn::BitCast(du64, hn::Load(du, init));
-  HWY_ALIGN const uint32_t inc_words[4] = {static_cast<uint32_t>(N / 4), 0, 0, 0};
-  const auto inc = hn::BitCast(du64, hn::LoadDup128(du, inc_words));
-  const auto inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));  // 4 vectors of blocks
+  hn::Vec<DU64> ctr, inc, inc4;
+  PhiloxCounters((first + i) / 4, k.co.stream, ctr, inc, inc4);
   for (; i + 4 * N <= n; i += 4 * N) {
     VI r0, r1, r2, r3;
     PhiloxVec4(ctr, inc, k.pc, r0, r1, r2, r3);
