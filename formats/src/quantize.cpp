@@ -230,6 +230,23 @@ BlockJob make_job(const Layout& L) {
   return job;
 }
 
+// Pass 1 of per-tensor and two-level scaling: the Amax of all numel elements of job.x,
+// over chunks of kChunk in parallel (a max: the same bits for any split).
+Amax simd_tensor_amax(const BlockJob& job, int64_t numel, int threads, bool parallel) {
+  const int64_t units = (numel + kChunk - 1) / kChunk;
+  Amax total;
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
+    Amax mine;
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < units; ++u)
+      mine.merge(simd_range_amax(job, u * kChunk, std::min(kChunk, numel - u * kChunk)));
+#pragma omp critical(lpx_quantize_merge)
+    total.merge(mine);
+  }
+  return total;
+}
+
 int64_t block_elems(const Layout& L) {
   int64_t n = 1;
   for (size_t d = 0; d < L.ext.size(); ++d) n *= std::min(L.ext[d], std::max<int64_t>(L.shape[d], 1));
@@ -303,7 +320,9 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
                     simd_supported(format, L, opt);
   const bool simd_axis0 = !simd && !g_force_scalar.load(std::memory_order_relaxed) &&
                           simd_axis0_supported(format, L, opt);
-  skip_codes = skip_codes && (simd || simd_axis0) && out != nullptr;
+  const bool simd_tensor = !g_force_scalar.load(std::memory_order_relaxed) &&
+                           simd_tensor_supported(format, L, opt);
+  skip_codes = skip_codes && (simd || simd_axis0 || simd_tensor) && out != nullptr;
   if (!skip_codes) q.codes.assign(static_cast<size_t>(L.numel), 0);
   const bool coded_scale = format.scale == ScaleFormat::e8m0 || format.scale == ScaleFormat::e4m3;
   const size_t nb = static_cast<size_t>(L.nblocks);
@@ -331,21 +350,12 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     if (coded_scale) job.scale_codes = q.scale_codes.data();
     else job.scale_values = q.scale_values.data();
     const int64_t be = block_elems(L);
-    std::vector<Amax> amax;
     if (format.two_level()) {
-      // Pass 1: every block's amax (the tensor amax needs them all before any cast).
-      amax.resize(nb);
-      const Amax total = for_block_groups<Amax>(
-          L.nblocks, be, threads, parallel,
-          [&](int64_t b0, int64_t b1, Amax& acc) {
-            simd_block_amax(job, b0, b1, amax.data());
-            for (int64_t b = b0; b < b1; ++b) acc.merge(amax[static_cast<size_t>(b)]);
-          },
-          [](Amax& t, const Amax& a) { t.merge(a); });
-      const float amax_t = bits_to_float(total.finite);
+      // Pass 1: the tensor amax, which every block scale needs before any cast. Pass 2
+      // takes each block's amax again, from L1 (cheaper than storing them all).
+      const float amax_t = bits_to_float(simd_tensor_amax(job, L.numel, threads, parallel).finite);
       set_tensor_scale(amax_t, ctx, q);
       q.amax = amax_t;
-      job.amax = amax.data();
     }
     const BlockTotals t = for_block_groups<BlockTotals>(
         L.nblocks, be, threads, parallel,
@@ -360,6 +370,40 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     q.stats.clamped_scales = t.clamped;
     q.stats.saturated = t.saturated;
     q.stats.flushed = t.flushed;
+    fused = out != nullptr;
+    return q;
+  }
+  if (simd_tensor) {
+    // Per-tensor blocks: pass 1 the tensor amax, then one scale, pass 2 the cast, both
+    // over chunks of kChunk elements in parallel.
+    BlockJob job;
+    job.x = xp;
+    job.codes = codes;
+    job.out = out;
+    job.ctx = &ctx;
+    const Amax total = simd_tensor_amax(job, L.numel, threads, parallel);
+    q.amax = bits_to_float(total.finite);
+    if (format.two_level()) set_tensor_scale(q.amax, ctx, q);
+    const BlockScale s = block_scale(total, ctx);
+    q.stats.clamped_scales = s.clamped ? 1 : 0;
+    if (coded_scale) q.scale_codes[0] = s.code;
+    else q.scale_values[0] = s.dec;
+    const int64_t units = (L.numel + kChunk - 1) / kChunk;
+    int64_t saturated = 0, flushed = 0;
+#pragma omp parallel num_threads(threads) if (parallel)
+    {
+      BlockTotals mine;
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; ++u)
+        simd_quantize_range(job, u * kChunk, std::min(kChunk, L.numel - u * kChunk), s, mine);
+#pragma omp critical(lpx_quantize_merge)
+      {
+        saturated += mine.saturated;
+        flushed += mine.flushed;
+      }
+    }
+    q.stats.saturated = saturated;
+    q.stats.flushed = flushed;
     fused = out != nullptr;
     return q;
   }

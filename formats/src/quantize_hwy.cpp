@@ -7,7 +7,9 @@
 //      the scalar cast): those blocks are rare and their semantics are all special cases.
 //   2. scale: the scalar block_scale() itself, once per block, so every scale rule and
 //      clamp is the reference's by construction; power-of-two scales run its branch
-//      inlined (the same scale_exponent() and clamp, quantize_internal.hpp).
+//      inlined (the same scale_exponent() and clamp, quantize_internal.hpp). NVFP4's
+//      e4m3 scales (one per 16 elements: a scalar call each would cost more than the
+//      cast) are computed in vectors of blocks with the same float32 steps (E4m3Scales).
 //   3. cast: y = x'' * m with m = 2^-X (power-of-two scales) or s_enc (fp32, e4m3), one
 //      float32 multiply per lane as the scalar code does; then the shared vector codec
 //      (codec_hwy-inl.h: EncodeVec, DecodeVec, Philox) gives the code and, for
@@ -23,6 +25,9 @@
 // along the last axis one fill serves a whole sub-group of consecutive blocks.
 // Statistics (saturated, flushed) are counted in lanes and summed; they equal the
 // scalar counts because they test the same float32 values.
+// Scales over the whole tensor (NVFP4's tensor scale, per-tensor blocks) need the tensor
+// amax first: RangeAmax over flat runs is that pass 1; per-tensor blocks then cast flat
+// runs under their one scale (QuantizeRange).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quantize_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -50,9 +55,10 @@ struct BlockConsts {
   detail::DecodeConsts dc;
   detail::FastConsts fc;  // set when fast_path_ok (the short vector codec)
   detail::PhiloxConsts pc;
+  detail::FastConsts scale_fc;  // e4m3 block scales (NVFP4): e4m3fn, rne, sat
   CastOptions co;
   bool flush = false, headroom = false, two_level = false;
-  float max_elem = 0.0f, tensor_dec = 1.0f;
+  float max_elem = 0.0f, tensor_enc = 1.0f, tensor_dec = 1.0f;
 };
 
 inline BlockConsts make_block_consts(const qd::Context& ctx) {
@@ -71,7 +77,14 @@ inline BlockConsts make_block_consts(const qd::Context& ctx) {
   k.headroom = o.headroom_3_4;
   k.two_level = ctx.f->two_level();
   k.max_elem = ctx.lim.max_elem;
+  k.tensor_enc = ctx.tensor_enc;
   k.tensor_dec = ctx.tensor_dec;
+  if (ctx.f->scale == ScaleFormat::e4m3) {
+    CastOptions sc;
+    sc.round = Rounding::rne;
+    sc.overflow = Overflow::sat;
+    k.scale_fc = detail::make_fast_consts(fmt8::e4m3fn, sc);
+  }
   return k;
 }
 
@@ -216,6 +229,33 @@ HWY_INLINE BlockVecs MakeBlockVecs(const BlockConsts& k, const qd::BlockScale& s
   return {hn::Set(df, mul), hn::Set(df, dec),
           hn::Set(di, kPow2 ? tiny_threshold_bits(s.exponent) : 0),
           !(k.two_level && s.dec == 0.0f)};
+}
+
+// block_scale()'s e4m3 branch (NVFP4) for blocks [0, n) at once from their amax bits
+// (finite; NaN/Inf blocks take the scalar block_scale): the same float32 steps in every
+// lane, with the e4m3 rne-satfinite encode and its decode from the short vector codec
+// (held bit-identical to the scalar codec by the cast tests). The arrays hold a whole
+// number of vectors (lanes past n are computed and ignored).
+HWY_INLINE void E4m3Scales(const uint32_t* HWY_RESTRICT amax_bits, size_t n, const BlockConsts& k,
+                           uint8_t* HWY_RESTRICT code, float* HWY_RESTRICT enc,
+                           float* HWY_RESTRICT dec) {
+  const DI di;
+  const DF df;
+  const hn::Rebind<uint8_t, DI> d8;
+  const size_t N = hn::Lanes(di);
+  const VI zero = hn::Zero(di);
+  for (size_t g = 0; g < n; g += N) {
+    const auto amax = hn::BitCast(df, hn::LoadU(di, reinterpret_cast<const int32_t*>(amax_bits + g)));
+    // s_dec_b = e4m3(amax_b * s_enc / max_elem), left to right in float32.
+    const VI v = hn::BitCast(di, hn::Div(hn::Mul(amax, hn::Set(df, k.tensor_enc)),
+                                         hn::Set(df, k.max_elem)));
+    hn::StoreU(hn::DemoteTo(d8, FastEncodeVec<Rounding::rne>(v, zero, k.scale_fc)), d8, code + g);
+    const auto d = hn::BitCast(df, FastFakeVec<Rounding::rne>(v, zero, k.scale_fc));
+    hn::StoreU(d, df, dec + g);
+    // s_enc_b = min(1 / (s_dec_b * s_dec), FLT_MAX): Inf (s_dec_b = 0) becomes FLT_MAX.
+    const auto inv = hn::Div(hn::Set(df, 1.0f), hn::Mul(d, hn::Set(df, k.tensor_dec)));
+    hn::StoreU(hn::Min(inv, hn::Set(df, FLT_MAX)), df, enc + g);
+  }
 }
 
 // Casts the cnt <= N elements at flat index i (bits: their float32 bits, zero past cnt;
@@ -390,14 +430,89 @@ void QuantizeContiguousPow2T(const qd::BlockJob& job, int64_t b0, int64_t b1,
   t.flushed += st.flushed;
 }
 
+// NVFP4 (e4m3 block scales under a tensor scale) in the same layout as the MX loop above,
+// per chunk of blocks held in L1: every block's amax, then their scales in vectors
+// (E4m3Scales), then CastVec per vector. A block holding NaN/Inf goes to the general
+// loop alone.
+template <Rounding M, bool kInt, bool kFast>
+void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
+                             qd::BlockTotals& t) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const BlockConsts k = make_block_consts(*job.ctx);
+  const int64_t L = job.block_len;
+  const int64_t vpb = L / static_cast<int64_t>(N);
+  const int64_t chunk =
+      std::clamp<int64_t>(static_cast<int64_t>(kRandWords) / L, 1, kSubBlocks);
+  constexpr size_t kPad = kSubBlocks + HWY_MAX_BYTES / 4;
+  HWY_ALIGN uint32_t rnd[kRandWords];
+  HWY_ALIGN uint32_t am[kPad] = {};
+  HWY_ALIGN uint8_t sc_code[kPad];
+  HWY_ALIGN float sc_enc[kPad], sc_dec[kPad];
+  LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+  QuantizeStats st;
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  uint32_t finite_max = 0;
+  for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
+    const int64_t c1 = std::min(b1, c0 + chunk);
+    const size_t n = static_cast<size_t>(c1 - c0);
+    if constexpr (M == Rounding::sr)
+      RandomFill(rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
+    for (size_t g = 0; g < n; ++g) {
+      const float* x = job.x + (c0 + static_cast<int64_t>(g)) * L;
+      VI a0 = hn::Zero(di);
+      for (int64_t j = 0; j < vpb; ++j) {
+        hwy::Prefetch(x + j * static_cast<int64_t>(N) + 512);
+        a0 = hn::Max(a0, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + j * N)), k), absmask));
+      }
+      am[g] = MaxLane(a0);
+    }
+    E4m3Scales(am, n, k, sc_code, sc_enc, sc_dec);
+    for (size_t g = 0; g < n; ++g) {
+      const int64_t b = c0 + static_cast<int64_t>(g);
+      if (HWY_UNLIKELY(am[g] > 0x7f7fffffu)) {  // NaN or Inf in the block
+        QuantizeBlocksT<M, kInt, false, kFast>(job, b, b + 1, t);
+        continue;
+      }
+      finite_max = std::max(finite_max, am[g]);
+      qd::BlockScale s;
+      s.code = sc_code[g];
+      s.dec = sc_dec[g];
+      s.enc = sc_enc[g];
+      s.clamped = am[g] != 0 && s.dec == 0.0f;
+      if (s.clamped) ++t.clamped;
+      job.scale_codes[b] = s.code;
+      const BlockVecs bv = MakeBlockVecs<false>(k, s, s.enc, s.dec);
+      for (int64_t j = 0; j < vpb; ++j) {
+        const int64_t i = b * L + j * static_cast<int64_t>(N);
+        VI r = hn::Zero(di);
+        if constexpr (M == Rounding::sr)
+          r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + (i - c0 * L)));
+        CastVec<M, kInt, false, kFast>(job, k, i, N, hn::BitCast(di, hn::LoadU(DF(), job.x + i)),
+                                       r, bv, s, lc, st);
+      }
+      lc.pending += vpb;
+      if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+    }
+  }
+  FlushCounts(lc, st);
+  t.finite_max = std::max(t.finite_max, finite_max);
+  t.saturated += st.saturated;
+  t.flushed += st.flushed;
+}
+
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
-  if constexpr (kPow2) {
+  {
+    // Blocks of whole vectors that tile their rows: one contiguous run.
     const int64_t N = static_cast<int64_t>(hn::Lanes(di));
-    if (job.last_axis && job.amax == nullptr && b1 - b0 > 1 && job.block_len % N == 0 &&
-        job.row_len % job.block_len == 0)
-      return QuantizeContiguousPow2T<M, kInt, kFast>(job, b0, b1, t);
+    if (job.last_axis && b1 - b0 > 1 && job.block_len % N == 0 &&
+        job.row_len % job.block_len == 0) {
+      if constexpr (kPow2) return QuantizeContiguousPow2T<M, kInt, kFast>(job, b0, b1, t);
+      if (job.ctx->f->scale == ScaleFormat::e4m3)
+        return QuantizeContiguousE4m3T<M, kInt, kFast>(job, b0, b1, t);
+    }
   }
   const qd::Context& ctx = *job.ctx;
   const BlockConsts k = make_block_consts(ctx);
@@ -406,6 +521,12 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
   HWY_ALIGN uint32_t rnd[kRandWords];
   qd::Box boxes[kSubBlocks];
   qd::BlockScale scales[kSubBlocks];
+  // e4m3 scales (NVFP4) are computed in vectors over the sub-group from these amaxes.
+  const bool vec_scales = !kPow2 && sf == ScaleFormat::e4m3;
+  constexpr size_t kPad = kSubBlocks + HWY_MAX_BYTES / 4;
+  HWY_ALIGN uint32_t am[kPad] = {};
+  HWY_ALIGN uint8_t sc_code[kPad];
+  HWY_ALIGN float sc_enc[kPad], sc_dec[kPad];
   LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
   QuantizeStats st;
   for (int64_t bg = b0; bg < b1;) {
@@ -435,22 +556,24 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
       boxes[cnt++] = bx;
       elems += bx.size();
     }
-    // Pass 1: amax and scale per block.
+    // Pass 1: amax and scale per block (e4m3 scales: amax here, the scales below).
     for (int64_t g = 0; g < cnt; ++g) {
       const int64_t b = bg + g;
       const qd::Box& box = boxes[g];
       qd::Amax a;
-      if (job.amax != nullptr) {
-        a = job.amax[b];
-      } else {
-        VI vall = hn::Zero(di), unused = hn::Zero(di);
-        for (int64_t r = 0; r < box.rows; ++r)
-          RunAmax<false>(job.x + box.base + r * box.row_stride, static_cast<size_t>(box.cols),
-                         k, vall, unused);
-        a.all = a.finite = MaxLane(vall);
-        if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
-      }
+      VI vall = hn::Zero(di), unused = hn::Zero(di);
+      for (int64_t r = 0; r < box.rows; ++r)
+        RunAmax<false>(job.x + box.base + r * box.row_stride, static_cast<size_t>(box.cols), k,
+                       vall, unused);
+      a.all = a.finite = MaxLane(vall);
+      if (a.nonfinite()) a = qd::block_amax(job.x, box, ctx.opt);
       t.finite_max = std::max(t.finite_max, a.finite);
+      if (vec_scales && !a.nonfinite()) {
+        am[g] = a.all;
+        scales[g].nan = false;
+        continue;
+      }
+      am[g] = 0;
       // Fields are written one by one into scales[g]: a BlockScale built on the stack and
       // copied whole stalls on store forwarding (byte stores, then a 16-byte load).
       qd::BlockScale& s = scales[g];
@@ -475,6 +598,20 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
       if (s.clamped) ++t.clamped;
       if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
       else job.scale_values[b] = s.dec;
+    }
+    if (vec_scales) {
+      E4m3Scales(am, static_cast<size_t>(cnt), k, sc_code, sc_enc, sc_dec);
+      for (int64_t g = 0; g < cnt; ++g) {
+        qd::BlockScale& s = scales[g];
+        if (s.nan) continue;  // a NaN/Inf block: its scalar scale is stored above
+        s.exponent = 0;
+        s.code = sc_code[g];
+        s.dec = sc_dec[g];
+        s.enc = sc_enc[g];
+        s.clamped = am[g] != 0 && s.dec == 0.0f;
+        if (s.clamped) ++t.clamped;
+        job.scale_codes[bg + g] = s.code;
+      }
     }
     // Pass 2: cast (and dequantize).
     const bool group_rnd = M == Rounding::sr && job.last_axis &&
@@ -521,47 +658,91 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
   t.flushed += st.flushed;
 }
 
-template <Rounding M>
-void QuantizeBlocksR(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
-  const bool is_int = job.ctx->f->element.is_integer;
-  const bool pow2 = job.ctx->f->power_of_two_scale();
+// The Amax of the flat run [i0, i0 + n) (pass 1 of per-tensor and two-level scaling),
+// lane-wise over all and over finite |x'|.
+void RangeAmax(const qd::BlockJob* job, int64_t i0, int64_t n, qd::Amax* out) {
+  const DI di;
+  const BlockConsts k = make_block_consts(*job->ctx);
+  VI vall = hn::Zero(di), vfin = hn::Zero(di);
+  RunAmax<true>(job->x + i0, static_cast<size_t>(n), k, vall, vfin);
+  out->all = MaxLane(vall);
+  out->finite = MaxLane(vfin);
+}
+
+// One scale for a flat run of elements (per-tensor blocks, cut into work units): CastRun
+// over pieces of kRandWords elements (one random fill each under sr).
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
+void QuantizeRangeT(const qd::BlockJob& job, int64_t i0, int64_t n, const qd::BlockScale& s,
+                    qd::BlockTotals& t) {
+  const DI di;
+  QuantizeStats st;
+  if (s.nan) {
+    qd::scalar_run(job, i0, n, s, st);
+  } else {
+    const BlockConsts k = make_block_consts(*job.ctx);
+    const float mul = kPow2 ? pow2f(-s.exponent) : s.enc;
+    const float dec = qd::stored_dec(s, job.ctx->f->scale);
+    HWY_ALIGN uint32_t rnd[kRandWords];
+    LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+    for (int64_t c = 0; c < n; c += static_cast<int64_t>(kRandWords)) {
+      const size_t m = static_cast<size_t>(std::min<int64_t>(kRandWords, n - c));
+      if constexpr (M == Rounding::sr) RandomFill(rnd, m, static_cast<uint64_t>(i0 + c), k);
+      CastRun<M, kInt, kPow2, kFast>(job, k, i0 + c, m, s, mul, dec, rnd, lc, st);
+    }
+    FlushCounts(lc, st);
+  }
+  t.saturated += st.saturated;
+  t.flushed += st.flushed;
+}
+
+// Calls fn.template operator()<kInt, kPow2, kFast>() for the element format and scale of
+// ctx under rounding M: the short vector codec where fast_path_ok, else the general one.
+template <Rounding M, class Fn>
+HWY_INLINE void WithKernel(const qd::Context& ctx, Fn&& fn) {
+  const bool is_int = ctx.f->element.is_integer;
+  const bool pow2 = ctx.f->power_of_two_scale();
   if constexpr (M == Rounding::rne || M == Rounding::rtz || M == Rounding::sr) {
-    if (detail::fast_path_ok(job.ctx->f->element, make_block_consts(*job.ctx).co)) {
-      return pow2 ? QuantizeBlocksT<M, false, true, true>(job, b0, b1, t)
-                  : QuantizeBlocksT<M, false, false, true>(job, b0, b1, t);
+    if (detail::fast_path_ok(ctx.f->element, make_block_consts(ctx).co)) {
+      return pow2 ? fn.template operator()<false, true, true>()
+                  : fn.template operator()<false, false, true>();
     }
   }
   if (is_int) {
-    return pow2 ? QuantizeBlocksT<M, true, true, false>(job, b0, b1, t)
-                : QuantizeBlocksT<M, true, false, false>(job, b0, b1, t);
+    return pow2 ? fn.template operator()<true, true, false>()
+                : fn.template operator()<true, false, false>();
   }
-  return pow2 ? QuantizeBlocksT<M, false, true, false>(job, b0, b1, t)
-              : QuantizeBlocksT<M, false, false, false>(job, b0, b1, t);
+  return pow2 ? fn.template operator()<false, true, false>()
+              : fn.template operator()<false, false, false>();
+}
+
+// Calls fn.template operator()<M>() for the rounding mode of ctx.
+template <class Fn>
+HWY_INLINE void WithRounding(const qd::Context& ctx, Fn&& fn) {
+  switch (ctx.opt.round) {
+    case Rounding::rne: return fn.template operator()<Rounding::rne>();
+    case Rounding::rna: return fn.template operator()<Rounding::rna>();
+    case Rounding::rtz: return fn.template operator()<Rounding::rtz>();
+    case Rounding::rup: return fn.template operator()<Rounding::rup>();
+    case Rounding::rdn: return fn.template operator()<Rounding::rdn>();
+    case Rounding::sr: return fn.template operator()<Rounding::sr>();
+  }
 }
 
 void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {
-  switch (job->ctx->opt.round) {
-    case Rounding::rne: return QuantizeBlocksR<Rounding::rne>(*job, b0, b1, *t);
-    case Rounding::rna: return QuantizeBlocksR<Rounding::rna>(*job, b0, b1, *t);
-    case Rounding::rtz: return QuantizeBlocksR<Rounding::rtz>(*job, b0, b1, *t);
-    case Rounding::rup: return QuantizeBlocksR<Rounding::rup>(*job, b0, b1, *t);
-    case Rounding::rdn: return QuantizeBlocksR<Rounding::rdn>(*job, b0, b1, *t);
-    case Rounding::sr: return QuantizeBlocksR<Rounding::sr>(*job, b0, b1, *t);
-  }
+  WithRounding(*job->ctx, [&]<Rounding M>() {
+    WithKernel<M>(*job->ctx, [&]<bool kInt, bool kPow2, bool kFast>() {
+      QuantizeBlocksT<M, kInt, kPow2, kFast>(*job, b0, b1, *t);
+    });
+  });
 }
 
-void BlockAmax(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::Amax* amax) {
-  const DI di;
-  const BlockConsts k = make_block_consts(*job->ctx);
-  for (int64_t b = b0; b < b1; ++b) {
-    const qd::Box box = job->box(b);
-    VI vall = hn::Zero(di), vfin = hn::Zero(di);
-    for (int64_t r = 0; r < box.rows; ++r)
-      RunAmax<true>(job->x + box.base + r * box.row_stride, static_cast<size_t>(box.cols), k,
-                    vall, vfin);
-    amax[b].all = MaxLane(vall);
-    amax[b].finite = MaxLane(vfin);
-  }
+void QuantizeRange(const qd::BlockJob* job, int64_t i0, int64_t n, const qd::BlockScale* s,
+                   qd::BlockTotals* t) {
+  WithRounding(*job->ctx, [&]<Rounding M>() {
+    WithKernel<M>(*job->ctx, [&]<bool kInt, bool kPow2, bool kFast>() {
+      QuantizeRangeT<M, kInt, kPow2, kFast>(*job, i0, n, *s, *t);
+    });
+  });
 }
 
 void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
@@ -611,8 +792,7 @@ void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTo
   QuantizeStats st;
   for (int64_t b = b0; b < b1; ++b) {
     const qd::Box box = job->box(b);
-    const qd::Amax a = job->amax != nullptr ? job->amax[b]
-                                            : qd::block_amax(job->x, box, job->ctx->opt);
+    const qd::Amax a = qd::block_amax(job->x, box, job->ctx->opt);
     t->finite_max = std::max(t->finite_max, a.finite);
     const qd::BlockScale s = qd::block_scale(a, *job->ctx);
     if (s.clamped) ++t->clamped;
@@ -625,9 +805,19 @@ void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTo
   t->flushed += st.flushed;
 }
 
-void BlockAmax(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::Amax* amax) {
-  for (int64_t b = b0; b < b1; ++b)
-    amax[b] = qd::block_amax(job->x, job->box(b), job->ctx->opt);
+void RangeAmax(const qd::BlockJob* job, int64_t i0, int64_t n, qd::Amax* out) {
+  qd::Box box;
+  box.base = i0;
+  box.cols = n;
+  *out = qd::block_amax(job->x, box, job->ctx->opt);
+}
+
+void QuantizeRange(const qd::BlockJob* job, int64_t i0, int64_t n, const qd::BlockScale* s,
+                   qd::BlockTotals* t) {
+  QuantizeStats st;
+  qd::scalar_run(*job, i0, n, *s, st);
+  t->saturated += st.saturated;
+  t->flushed += st.flushed;
 }
 
 void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
@@ -654,7 +844,8 @@ HWY_AFTER_NAMESPACE();
 namespace lpx::simd {
 
 HWY_EXPORT(QuantizeBlocks);
-HWY_EXPORT(BlockAmax);
+HWY_EXPORT(RangeAmax);
+HWY_EXPORT(QuantizeRange);
 HWY_EXPORT(DequantizeBlocks);
 
 }  // namespace lpx::simd
@@ -676,6 +867,13 @@ bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions
   return layout_ok && opt.history == nullptr && simd::detail::vectorizable(f.element, co);
 }
 
+bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
+  CastOptions co;
+  co.round = opt.round;
+  co.sr_bits = opt.sr_bits;
+  return L.kind == BlockShape::Kind::tensor && simd::detail::vectorizable(f.element, co);
+}
+
 bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
   if (L.kind != BlockShape::Kind::vector || L.shape.size() != 2 || L.col_axis != 0) return false;
   if (f.two_level() || opt.round == Rounding::sr || opt.history != nullptr) return false;
@@ -688,8 +886,14 @@ bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeO
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {
   HWY_DYNAMIC_DISPATCH(simd::QuantizeBlocks)(&job, b0, b1, &t);
 }
-void simd_block_amax(const BlockJob& job, int64_t b0, int64_t b1, Amax* amax) {
-  HWY_DYNAMIC_DISPATCH(simd::BlockAmax)(&job, b0, b1, amax);
+Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n) {
+  Amax a;
+  HWY_DYNAMIC_DISPATCH(simd::RangeAmax)(&job, i0, n, &a);
+  return a;
+}
+void simd_quantize_range(const BlockJob& job, int64_t i0, int64_t n, const BlockScale& s,
+                         BlockTotals& t) {
+  HWY_DYNAMIC_DISPATCH(simd::QuantizeRange)(&job, i0, n, &s, &t);
 }
 void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1) {
   HWY_DYNAMIC_DISPATCH(simd::DequantizeBlocks)(&job, b0, b1);

@@ -118,7 +118,6 @@ struct BlockJob {
   uint8_t* codes = nullptr;
   float* out = nullptr;       // fake_quantize: the dequantized values too (else nullptr)
   const Context* ctx = nullptr;
-  const Amax* amax = nullptr;  // two-level: the per-block amax of pass 1, else nullptr
   uint8_t* scale_codes = nullptr;  // e8m0 / e4m3
   float* scale_values = nullptr;   // pow2 / fp32
   // dequantize: the stored scales are read back (scale_codes / scale_values above, const
@@ -160,8 +159,15 @@ bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions
 bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
 // Scale, cast (and with job.out, dequantize) blocks [b0, b1); stores scales and codes.
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t);
-// Pass 1 of two-level scaling: the Amax of blocks [b0, b1) into amax[b].
-void simd_block_amax(const BlockJob& job, int64_t b0, int64_t b1, Amax* amax);
+// Whether per-tensor blocks take the SIMD kernels (simd_range_amax, simd_quantize_range).
+bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
+// Pass 1 of per-tensor and two-level (NVFP4) scaling: the Amax of the flat run
+// [i0, i0 + n) of job.x.
+Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n);
+// Per-tensor blocks: cast (and with job.out, dequantize) the flat run [i0, i0 + n) under
+// the one scale s; adds to t's saturated and flushed counts.
+void simd_quantize_range(const BlockJob& job, int64_t i0, int64_t n, const BlockScale& s,
+                         BlockTotals& t);
 // dequantize() of blocks [b0, b1): codes -> out with the stored scales.
 void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1);
 

@@ -1,7 +1,8 @@
 // The SIMD block quantizer (formats/src/quantize_hwy.cpp) against the scalar per-block
 // reference (quantize_testing::force_scalar), bit for bit, on every SIMD target Highway
 // compiled in and this CPU supports: MX presets (e8m0, every scale rule), pow2 and fp32
-// scales, NVFP4 (1-D and 16x16), integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
+// scales, NVFP4 (1-D and 16x16), per-tensor scales (with and without an amax history),
+// integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
 // sr; ragged shapes and odd block counts, both axes (axis 0 of 2-D tensors takes the
 // transposing axis-0 path for rounding other than sr, else the scalar path), NaN/Inf blocks, zero blocks, float32 subnormals, blocks whose scales clamp,
 // the 3/4 headroom and the subnormal flush, ieee overflow. Codes, scales, the tensor
@@ -145,7 +146,8 @@ const std::vector<std::string>& specs() {
       "nvfp4_2d", "fp8_block128", "fp8_block128x128", "e2m1:b32:e8m0:rceil",
       "e4m3:b32:e8m0:ceil", "e2m1:b32:e8m0:even", "e4m3:b32:pow2", "e5m2:b64:pow2:floor",
       "e1m2:b16:e4m3", "e2m0:16x16:e8m0", "e4m3:row:e8m0", "e2m1:b7:e8m0", "e3m0:b5:pow2",
-      "int4:b32:e8m0", "e4m3:b16:fp32"};
+      "int4:b32:e8m0", "e4m3:b16:fp32", "fp8_tensor", "e5m2:tensor:pow2",
+      "e2m1:tensor:e4m3", "int8:tensor:fp32"};
   return s;
 }
 
@@ -157,7 +159,13 @@ void check_all_on_current_target() {
     for (const auto& shape : shapes) {
       size_t n = 1;
       for (int64_t d : shape) n *= static_cast<size_t>(d);
-      const std::vector<float> x = make_data(n, seed++);
+      std::vector<float> x = make_data(n, seed++);
+      if (spec.find("tensor") != std::string::npos) {
+        // One NaN or Inf makes a per-tensor scale NaN (every code 0, the scalar path):
+        // keep these tensors finite so that the SIMD cast runs.
+        for (float& v : x)
+          if (!std::isfinite(v)) v = 1.5f;
+      }
       for (int axis : {-1, 0}) {
         for (Rounding r : {Rounding::rne, Rounding::rtz, Rounding::sr, Rounding::rna,
                            Rounding::rup, Rounding::rdn}) {
@@ -179,6 +187,16 @@ void check_all_on_current_target() {
         o.headroom_3_4 = false;
         o.flush_subnormal_inputs = true;
         check_case(spec, shape, axis, o, x);
+        if (spec == "fp8_tensor") {
+          // Delayed scaling: the scale comes from the history, the stored amax from x.
+          lpx::AmaxHistory history(4);
+          history.push(3.0f);
+          history.push(0.25f);
+          o.history = &history;
+          check_case(spec, shape, axis, o, x);
+          o.round = Rounding::sr;
+          check_case(spec, shape, axis, o, x);
+        }
       }
     }
   }
@@ -204,8 +222,13 @@ TEST_CASE("SIMD block quantization does not depend on the thread count",
           "[quantize][simd][threads]") {
   // Large enough for the parallel path (>= 16 Ki elements), with a ragged row length.
   const std::vector<int64_t> shape = {301, 257};
-  const std::vector<float> x = make_data(301 * 257, 7);
-  for (const char* spec : {"mxfp8_e4m3", "mxfp4", "nvfp4", "fp8_block128", "nvfp4_2d"}) {
+  const std::vector<float> data = make_data(301 * 257, 7);
+  std::vector<float> finite = data;  // per-tensor scales: see check_all_on_current_target
+  for (float& v : finite)
+    if (!std::isfinite(v)) v = 1.5f;
+  for (const std::string spec :
+       {"mxfp8_e4m3", "mxfp4", "nvfp4", "fp8_block128", "nvfp4_2d", "fp8_tensor"}) {
+    const std::vector<float>& x = spec == "fp8_tensor" ? finite : data;
     for (Rounding r : {Rounding::rne, Rounding::sr}) {
       QuantizeOptions o;
       o.round = r;

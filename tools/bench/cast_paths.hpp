@@ -118,7 +118,9 @@ inline std::vector<CastPath> cast_paths() {
   };
   for (const Block& blk : {Block{"mxfp8_e4m3", Rounding::rne}, Block{"mxfp8_e4m3", Rounding::sr},
                            Block{"mxfp4", Rounding::rne}, Block{"mxfp4", Rounding::sr},
-                           Block{"nvfp4", Rounding::rne}, Block{"fp8_block128", Rounding::rne}}) {
+                           Block{"nvfp4", Rounding::rne}, Block{"nvfp4", Rounding::sr},
+                           Block{"fp8_block128", Rounding::rne},
+                           Block{"fp8_tensor", Rounding::rne}}) {
     const BlockFormat format = parse_block_format(blk.spec);
     const std::string name =
         std::string("fake-quant ") + blk.spec + " " + std::string(rounding_name(blk.r));
