@@ -139,39 +139,29 @@ void cast_block(const float* x, const Box& b, const BlockScale& s, const Context
 
 void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
                 QuantizeStats& st) {
+  // cast_block's per-element steps, with the random words of job.rnd when given, the
+  // codes when wanted and the dequantized values when wanted.
   const Context& ctx = *job.ctx;
-  if (job.codes == nullptr) {
-    // fake_quantize_values (no codes): cast_block's per-element steps, the code kept
-    // only long enough to dequantize it.
-    const BlockFormat& f = *ctx.f;
-    const QuantizeOptions& o = ctx.opt;
-    const bool pow2 = f.power_of_two_scale();
-    const bool two_level = f.two_level();
-    const float dec = stored_dec(s, f.scale);
-    for (int64_t k = i; k < i + n; ++k) {
-      const float xi = job.x[k];
-      const auto [code, scaled] =
-          block_scaling::quantize_element(xi, s, pow2, f.element, o, static_cast<uint64_t>(k));
-      if (job.out != nullptr)
-        job.out[k] = dequant_value(code, dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4);
-      if (s.nan || !std::isfinite(xi)) continue;
-      if (std::fabs(scaled) > ctx.lim.max_elem && !(two_level && s.dec == 0.0f)) ++st.saturated;
-      if (xi != 0.0f &&
-          dequant_value(code, s.dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4) == 0.0f)
-        ++st.flushed;
-    }
-    return;
-  }
-  Box b;
-  b.base = i;
-  b.cols = n;
-  cast_block(job.x, b, s, ctx, job.codes, st);
-  if (job.out == nullptr) return;
   const BlockFormat& f = *ctx.f;
+  const QuantizeOptions& o = ctx.opt;
+  const bool pow2 = f.power_of_two_scale();
+  const bool two_level = f.two_level();
   const float dec = stored_dec(s, f.scale);
-  for (int64_t k = i; k < i + n; ++k)
-    job.out[k] = dequant_value(job.codes[k], dec, f.element, f.two_level(), ctx.tensor_dec,
-                               ctx.opt.headroom_3_4);
+  for (int64_t k = i; k < i + n; ++k) {
+    const float xi = job.x[k];
+    uint32_t rnd = 0;
+    if (o.round == Rounding::sr)
+      rnd = job.rnd != nullptr ? job.rnd[k] : random_bits(o.seed, o.stream, static_cast<uint64_t>(k));
+    const auto [code, scaled] = block_scaling::quantize_element_rnd(xi, s, pow2, f.element, o, rnd);
+    if (job.codes != nullptr) job.codes[k] = static_cast<uint8_t>(code);
+    if (job.out != nullptr)
+      job.out[k] = dequant_value(code, dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4);
+    if (s.nan || !std::isfinite(xi)) continue;
+    if (std::fabs(scaled) > ctx.lim.max_elem && !(two_level && s.dec == 0.0f)) ++st.saturated;
+    if (xi != 0.0f &&
+        dequant_value(code, s.dec, f.element, two_level, ctx.tensor_dec, o.headroom_3_4) == 0.0f)
+      ++st.flushed;
+  }
 }
 
 namespace {
@@ -414,12 +404,26 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     const int64_t R = L.shape[0], C = L.shape[1], Lb = L.ext[0];
     const int64_t W = std::max<int64_t>(16, int64_t{8192} / std::max<int64_t>(Lb, 1));
     const int64_t chunks = (C + W - 1) / W, units = L.grid[0] * chunks;
+    const bool sr = opt.round == Rounding::sr;
+    if (format.two_level()) {
+      BlockJob whole;
+      whole.x = xp;
+      whole.ctx = &ctx;
+      q.amax = bits_to_float(simd_tensor_amax(whole, L.numel, threads, parallel).finite);
+      set_tensor_scale(q.amax, ctx, q);
+    }
     uint32_t finite_max = 0;
     int64_t clamped = 0, saturated = 0, flushed = 0;
 #pragma omp parallel num_threads(threads) if (parallel)
     {
       std::vector<float> in(static_cast<size_t>(Lb * W)), vals;
       std::vector<uint8_t> cbuf;
+      // sr: the tile's random words drawn in the tensor's order, then transposed with it.
+      std::vector<uint32_t> rows_rnd, rnd;
+      if (sr) {
+        rows_rnd.resize(in.size());
+        rnd.resize(in.size());
+      }
       if (out != nullptr) vals.resize(in.size());
       if (codes != nullptr) cbuf.resize(in.size());
       std::vector<uint8_t> sc(static_cast<size_t>(W));
@@ -439,9 +443,16 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
         job.block_len = nr;
         job.per_row = 1;
         job.x = in.data();
+        job.ctx = &ctx;
+        if (sr) {
+          simd_random_rows(job, rows_rnd.data(), nr, nc, static_cast<uint64_t>(r0 * C + c0), C);
+          for (int64_t r = 0; r < nr; ++r)
+            for (int64_t c = 0; c < nc; ++c)
+              rnd[static_cast<size_t>(c * nr + r)] = rows_rnd[static_cast<size_t>(r * nc + c)];
+          job.rnd = rnd.data();
+        }
         job.codes = codes != nullptr ? cbuf.data() : nullptr;
         job.out = out != nullptr ? vals.data() : nullptr;
-        job.ctx = &ctx;
         if (coded_scale) job.scale_codes = sc.data();
         else job.scale_values = sv.data();
         simd_quantize_blocks(job, 0, nc, mine);
@@ -466,7 +477,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
         finite_max = std::max(finite_max, mine.finite_max);
       }
     }
-    q.amax = bits_to_float(finite_max);
+    if (!format.two_level()) q.amax = bits_to_float(finite_max);
     q.stats.clamped_scales = clamped;
     q.stats.saturated = saturated;
     q.stats.flushed = flushed;
@@ -587,8 +598,40 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
   };
   const int nt = thread_count(threads);
   const bool parallel = L.numel >= kParallelMin && nt > 1;
-  if (L.numel > 0 && !g_force_scalar.load(std::memory_order_relaxed) &&
-      simd_supported(f, L, QuantizeOptions{})) {
+  const bool simd_ok = L.numel > 0 && !g_force_scalar.load(std::memory_order_relaxed);
+  BlockJob rows_job;  // simd_dequantize_rows: codes, out and the element decode
+  rows_job.codes = const_cast<uint8_t*>(codes);
+  rows_job.out = o;
+  rows_job.element = e;
+  rows_job.tensor_dec = tensor_dec;
+  rows_job.two_level = two_level;
+  rows_job.headroom = headroom;
+  if (simd_ok && simd_tensor_supported(f, L, QuantizeOptions{})) {
+    const float dec = block_dec(0);
+    const int64_t units = (L.numel + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) num_threads(nt) if (parallel)
+    for (int64_t u = 0; u < units; ++u)
+      simd_dequantize_rows(rows_job, u * kChunk, 1, std::min(kChunk, L.numel - u * kChunk),
+                           nullptr, dec);
+    return;
+  }
+  if (simd_ok && simd_axis0_supported(f, L, QuantizeOptions{})) {
+    // Blocks along axis 0 of a 2-D tensor: row r's decode multipliers are block row
+    // r / Lb of the scale grid, contiguous over the columns.
+    const int64_t R = L.shape[0], C = L.shape[1], Lb = L.ext[0];
+#pragma omp parallel num_threads(nt) if (parallel)
+    {
+      std::vector<float> decs(static_cast<size_t>(C));
+#pragma omp for schedule(static)
+      for (int64_t rb = 0; rb < L.grid[0]; ++rb) {
+        for (int64_t c = 0; c < C; ++c) decs[static_cast<size_t>(c)] = block_dec(rb * C + c);
+        simd_dequantize_rows(rows_job, rb * Lb * C, std::min(Lb, R - rb * Lb), C, decs.data(),
+                             1.0f);
+      }
+    }
+    return;
+  }
+  if (simd_ok && simd_supported(f, L, QuantizeOptions{})) {
     BlockJob job = make_job(L);
     // The kernel only reads the scales and codes in dequantize (BlockJob's pointers are
     // shared with quantize, which writes them).

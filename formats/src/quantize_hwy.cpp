@@ -127,6 +127,17 @@ HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
   }
 }
 
+// The random words of elements [first, first + n) of job.x: job.rnd's when the caller
+// drew them (the axis-0 path, keyed by the elements' original indices), else Philox.
+HWY_INLINE void JobRandom(const qd::BlockJob& job, uint32_t* HWY_RESTRICT out, size_t n,
+                          uint64_t first, const BlockConsts& k) {
+  if (job.rnd != nullptr) {
+    std::memcpy(out, job.rnd + first, n * sizeof(uint32_t));
+    return;
+  }
+  RandomFill(out, n, first, k);
+}
+
 // x' (the subnormal flush) of one vector of float32 bits.
 HWY_INLINE VI Prepare(VI bits, const BlockConsts& k) {
   if (!k.flush) return bits;
@@ -380,7 +391,7 @@ void QuantizeContiguousPow2T(const qd::BlockJob& job, int64_t b0, int64_t b1,
   for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
     const int64_t c1 = std::min(b1, c0 + chunk);
     if constexpr (M == Rounding::sr)
-      RandomFill(rnd, static_cast<size_t>((c1 - c0) * L), static_cast<uint64_t>(c0 * L), k);
+      JobRandom(job, rnd, static_cast<size_t>((c1 - c0) * L), static_cast<uint64_t>(c0 * L), k);
     for (int64_t b = c0; b < c1; ++b) {
       const int64_t base = b * L;
       const float* x = job.x + base;
@@ -457,7 +468,7 @@ void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
     const int64_t c1 = std::min(b1, c0 + chunk);
     const size_t n = static_cast<size_t>(c1 - c0);
     if constexpr (M == Rounding::sr)
-      RandomFill(rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
+      JobRandom(job, rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
     for (size_t g = 0; g < n; ++g) {
       const float* x = job.x + (c0 + static_cast<int64_t>(g)) * L;
       VI a0 = hn::Zero(di);
@@ -617,7 +628,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
     const bool group_rnd = M == Rounding::sr && job.last_axis &&
                            elems <= static_cast<int64_t>(kRandWords);
     if (group_rnd)
-      RandomFill(rnd, static_cast<size_t>(elems), static_cast<uint64_t>(boxes[0].base), k);
+      JobRandom(job, rnd, static_cast<size_t>(elems), static_cast<uint64_t>(boxes[0].base), k);
     // Along the last axis the next sub-group's input follows this one: prefetch it while
     // this one is cast (pass 1 otherwise waits on memory at every sub-group).
     const float* next = job.x + boxes[cnt - 1].base + boxes[cnt - 1].cols;
@@ -646,7 +657,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
         for (int64_t c = 0; c < box.cols; c += static_cast<int64_t>(kRandWords)) {
           const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, box.cols - c));
           if constexpr (M == Rounding::sr)
-            RandomFill(rnd, n, static_cast<uint64_t>(row + c), k);
+            JobRandom(job, rnd, n, static_cast<uint64_t>(row + c), k);
           CastRun<M, kInt, kPow2, kFast>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
         }
       }
@@ -656,6 +667,19 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
   FlushCounts(lc, st);
   t.saturated += st.saturated;
   t.flushed += st.flushed;
+}
+
+// out[r * cols + c] = random_bits(seed, stream, first + r * stride + c): the words of a
+// rows x cols tile of a row-major tensor.
+void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t cols,
+                uint64_t first, int64_t stride) {
+  const BlockConsts k = make_block_consts(*job->ctx);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; c += static_cast<int64_t>(kRandWords)) {
+      const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, cols - c));
+      RandomFill(out + r * cols + c, n, first + static_cast<uint64_t>(r * stride + c), k);
+    }
+  }
 }
 
 // The Amax of the flat run [i0, i0 + n) (pass 1 of per-tensor and two-level scaling),
@@ -686,7 +710,7 @@ void QuantizeRangeT(const qd::BlockJob& job, int64_t i0, int64_t n, const qd::Bl
     LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
     for (int64_t c = 0; c < n; c += static_cast<int64_t>(kRandWords)) {
       const size_t m = static_cast<size_t>(std::min<int64_t>(kRandWords, n - c));
-      if constexpr (M == Rounding::sr) RandomFill(rnd, m, static_cast<uint64_t>(i0 + c), k);
+      if constexpr (M == Rounding::sr) JobRandom(job, rnd, m, static_cast<uint64_t>(i0 + c), k);
       CastRun<M, kInt, kPow2, kFast>(job, k, i0 + c, m, s, mul, dec, rnd, lc, st);
     }
     FlushCounts(lc, st);
@@ -786,6 +810,47 @@ void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
   }
 }
 
+// dequantize() of the rows x cols run from flat index i0 (row-major, contiguous): element
+// (r, c) is decoded and multiplied by decs[c] (blocks along axis 0: one block row's
+// scales), or by dec when decs is null (per-tensor scales).
+void DequantizeRows(const qd::BlockJob* job, int64_t i0, int64_t rows, int64_t cols,
+                    const float* decs, float dec) {
+  const DI di;
+  const DF df;
+  const hn::Rebind<uint8_t, DI> d8;
+  const size_t N = hn::Lanes(di);
+  const detail::DecodeConsts dc = detail::make_decode_consts(job->element);
+  const auto tdec = hn::Set(df, job->tensor_dec);
+  const auto three_quarters = hn::Set(df, 0.75f);
+  const size_t n = static_cast<size_t>(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* in = job->codes + i0 + r * cols;
+    float* out = job->out + i0 + r * cols;
+    for (size_t c = 0; c < n; c += N) {
+      const size_t cnt = std::min(N, n - c);
+      HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4] = {};
+      HWY_ALIGN float td[HWY_MAX_BYTES / 4] = {};
+      if (cnt < N) {
+        std::memcpy(tc, in + c, cnt);
+        if (decs != nullptr) std::memcpy(td, decs + c, cnt * sizeof(float));
+      }
+      const VI code = hn::PromoteTo(di, cnt == N ? hn::LoadU(d8, in + c) : hn::Load(d8, tc));
+      const auto d = decs == nullptr ? hn::Set(df, dec)
+                                     : (cnt == N ? hn::LoadU(df, decs + c) : hn::Load(df, td));
+      auto v = hn::Mul(DecodeVec(code, dc), d);
+      if (job->two_level) v = hn::Mul(v, tdec);
+      if (job->headroom) v = hn::Div(v, three_quarters);
+      if (cnt == N) {
+        hn::StoreU(v, df, out + c);
+      } else {
+        HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
+        hn::Store(v, df, tv);
+        std::memcpy(out + c, tv, cnt * sizeof(float));
+      }
+    }
+  }
+}
+
 #else  // HWY_SCALAR: one lane; the scalar reference does the work.
 
 void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {
@@ -803,6 +868,14 @@ void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTo
   }
   t->saturated += st.saturated;
   t->flushed += st.flushed;
+}
+
+void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t cols,
+                uint64_t first, int64_t stride) {
+  const QuantizeOptions& o = job->ctx->opt;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = random_bits(o.seed, o.stream, first + static_cast<uint64_t>(r * stride + c));
 }
 
 void RangeAmax(const qd::BlockJob* job, int64_t i0, int64_t n, qd::Amax* out) {
@@ -833,6 +906,17 @@ void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
   }
 }
 
+void DequantizeRows(const qd::BlockJob* job, int64_t i0, int64_t rows, int64_t cols,
+                    const float* decs, float dec) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t i = i0 + r * cols + c;
+      job->out[i] = qd::dequant_value(job->codes[i], decs != nullptr ? decs[c] : dec,
+                                      job->element, job->two_level, job->tensor_dec,
+                                      job->headroom);
+    }
+}
+
 #endif  // HWY_TARGET != HWY_SCALAR
 
 }  // namespace HWY_NAMESPACE
@@ -845,8 +929,10 @@ namespace lpx::simd {
 
 HWY_EXPORT(QuantizeBlocks);
 HWY_EXPORT(RangeAmax);
+HWY_EXPORT(RandomRows);
 HWY_EXPORT(QuantizeRange);
 HWY_EXPORT(DequantizeBlocks);
+HWY_EXPORT(DequantizeRows);
 
 }  // namespace lpx::simd
 
@@ -876,7 +962,7 @@ bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const Quantize
 
 bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
   if (L.kind != BlockShape::Kind::vector || L.shape.size() != 2 || L.col_axis != 0) return false;
-  if (f.two_level() || opt.round == Rounding::sr || opt.history != nullptr) return false;
+  if (opt.history != nullptr) return false;
   CastOptions co;
   co.round = opt.round;
   co.sr_bits = opt.sr_bits;
@@ -886,6 +972,10 @@ bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeO
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {
   HWY_DYNAMIC_DISPATCH(simd::QuantizeBlocks)(&job, b0, b1, &t);
 }
+void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
+                      uint64_t first, int64_t stride) {
+  HWY_DYNAMIC_DISPATCH(simd::RandomRows)(&job, out, rows, cols, first, stride);
+}
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n) {
   Amax a;
   HWY_DYNAMIC_DISPATCH(simd::RangeAmax)(&job, i0, n, &a);
@@ -894,6 +984,10 @@ Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n) {
 void simd_quantize_range(const BlockJob& job, int64_t i0, int64_t n, const BlockScale& s,
                          BlockTotals& t) {
   HWY_DYNAMIC_DISPATCH(simd::QuantizeRange)(&job, i0, n, &s, &t);
+}
+void simd_dequantize_rows(const BlockJob& job, int64_t i0, int64_t rows, int64_t cols,
+                          const float* decs, float dec) {
+  HWY_DYNAMIC_DISPATCH(simd::DequantizeRows)(&job, i0, rows, cols, decs, dec);
 }
 void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1) {
   HWY_DYNAMIC_DISPATCH(simd::DequantizeBlocks)(&job, b0, b1);

@@ -118,6 +118,9 @@ struct BlockJob {
   uint8_t* codes = nullptr;
   float* out = nullptr;       // fake_quantize: the dequantized values too (else nullptr)
   const Context* ctx = nullptr;
+  // sr: the random words of job.x's elements when the caller drew them (the axis-0 path
+  // keys them by the elements' original flat indices); nullptr: drawn from job.x's.
+  const uint32_t* rnd = nullptr;
   uint8_t* scale_codes = nullptr;  // e8m0 / e4m3
   float* scale_values = nullptr;   // pow2 / fp32
   // dequantize: the stored scales are read back (scale_codes / scale_values above, const
@@ -152,15 +155,19 @@ struct BlockTotals {
 
 // Whether the SIMD kernels take this quantization (format, layout and options).
 bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
-// Whether the axis-0 path takes it: a 2-D tensor with 1xN blocks along axis 0, rounding
-// other than sr (sr keys its random bits by the original flat index), one-level scales.
-// Tiles of whole column blocks are transposed into a buffer, run through the last-axis
-// kernel, and transposed back: every element sees the same value and block scale.
+// Whether the axis-0 path takes it: a 2-D tensor with 1xN blocks along axis 0. Tiles of
+// whole column blocks are transposed into a buffer, run through the last-axis kernel,
+// and transposed back: every element sees the same value and block scale, and under sr
+// the random word of its original flat index (simd_random_rows, job.rnd).
 bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
 // Scale, cast (and with job.out, dequantize) blocks [b0, b1); stores scales and codes.
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t);
 // Whether per-tensor blocks take the SIMD kernels (simd_range_amax, simd_quantize_range).
 bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
+// out[r * cols + c] = random_bits(seed, stream, first + r * stride + c) for a rows x cols
+// tile of a row-major tensor (the options of job.ctx).
+void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
+                      uint64_t first, int64_t stride);
 // Pass 1 of per-tensor and two-level (NVFP4) scaling: the Amax of the flat run
 // [i0, i0 + n) of job.x.
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n);
@@ -170,6 +177,11 @@ void simd_quantize_range(const BlockJob& job, int64_t i0, int64_t n, const Block
                          BlockTotals& t);
 // dequantize() of blocks [b0, b1): codes -> out with the stored scales.
 void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1);
+// dequantize() of a rows x cols row-major run from flat index i0 whose column c has the
+// decode multiplier decs[c] (axis-0 blocks: one block row), or dec for every element
+// when decs is null (per-tensor scales).
+void simd_dequantize_rows(const BlockJob& job, int64_t i0, int64_t rows, int64_t cols,
+                          const float* decs, float dec);
 
 // The scalar reference for one run of `n` contiguous elements from flat index `i` (its
 // block's scale `s`): codes, and with out, the dequantized values. The SIMD kernels' fallback.

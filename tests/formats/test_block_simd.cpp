@@ -4,7 +4,8 @@
 // scales, NVFP4 (1-D and 16x16), per-tensor scales (with and without an amax history),
 // integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
 // sr; ragged shapes and odd block counts, both axes (axis 0 of 2-D tensors takes the
-// transposing axis-0 path for rounding other than sr, else the scalar path), NaN/Inf blocks, zero blocks, float32 subnormals, blocks whose scales clamp,
+// transposing axis-0 path, sr and NVFP4 included), NaN/Inf blocks, zero blocks, float32
+// subnormals, blocks whose scales clamp,
 // the 3/4 headroom and the subnormal flush, ieee overflow. Codes, scales, the tensor
 // scale, amax, statistics and the dequantized values must all match, for quantize,
 // dequantize and fake_quantize, and thread counts must not change any bit.

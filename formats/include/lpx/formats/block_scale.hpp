@@ -300,17 +300,25 @@ struct ElementCode {
   float scaled = 0.0f;  // the value encoded (0 in a NaN block)
 };
 
-// Element `index` (its flat C-order index: the key of its random bits) of a block with
-// scale s. A NaN block's codes are 0.
-LPX_HD inline ElementCode quantize_element(float x, const BlockScale& s, bool pow2,
-                                           const ElementFormat& e, const QuantizeOptions& o,
-                                           uint64_t index) {
+// One element of a block with scale s, given its random word (sr; ignored otherwise).
+// A NaN block's codes are 0.
+LPX_HD inline ElementCode quantize_element_rnd(float x, const BlockScale& s, bool pow2,
+                                               const ElementFormat& e, const QuantizeOptions& o,
+                                               uint32_t rnd) {
   ElementCode r;
   if (s.nan) return r;
   r.scaled = scale_element(prepare_element(x, o), s, pow2);
-  const uint32_t rnd = o.round == Rounding::sr ? random_bits(o.seed, o.stream, index) : 0u;
   r.code = encode(r.scaled, e, o.round, o.overflow, rnd, o.sr_bits);
   return r;
+}
+
+// Element `index` (its flat C-order index: the key of its random bits) of a block with
+// scale s.
+LPX_HD inline ElementCode quantize_element(float x, const BlockScale& s, bool pow2,
+                                           const ElementFormat& e, const QuantizeOptions& o,
+                                           uint64_t index) {
+  const uint32_t rnd = o.round == Rounding::sr ? random_bits(o.seed, o.stream, index) : 0u;
+  return quantize_element_rnd(x, s, pow2, e, o, rnd);
 }
 
 // The float32 value of one element code under its block's decode multiplier `dec`: the
