@@ -25,6 +25,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_util.hpp"
 #include "command.hpp"
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/codec.hpp"
@@ -35,15 +36,6 @@
 namespace lpx::cli {
 namespace {
 
-bool has_suffix(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-template <class T>
-std::span<const std::byte> bytes_of(const std::vector<T>& v) {
-  return std::as_bytes(std::span<const T>(v));
-}
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s;
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? "x" : "") + std::to_string(shape[i]);
@@ -53,15 +45,6 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 // OUT.npy -> OUT.<what>.npy
 std::string sibling(const std::string& out, const std::string& what) {
   return out.substr(0, out.size() - 4) + "." + what + ".npy";
-}
-
-// float32 values by OUT's extension: .npy, .safetensors (one tensor `name`), else raw.
-void write_values(const std::string& path, const std::vector<int64_t>& shape,
-                  const std::vector<float>& v, const std::string& name) {
-  TensorOut t{name, DType::f32, shape, bytes_of(v)};
-  if (has_suffix(path, ".npy")) write_npy(path, t);
-  else if (has_suffix(path, ".safetensors")) write_safetensors(path, {t});
-  else write_raw(path, t.bytes);
 }
 
 struct QuantizeArgs {
@@ -114,10 +97,10 @@ struct Input {
 };
 
 Input read_input(const std::string& path, const std::string& shape, const std::string& tensor) {
-  const bool typed = has_suffix(path, ".npy") || has_suffix(path, ".safetensors");
+  const bool typed = ends_with(path, ".npy") || ends_with(path, ".safetensors");
   if (typed && !shape.empty())
     throw UsageError("--shape applies to raw float32 inputs; .npy and .safetensors carry shapes");
-  if (!tensor.empty() && !has_suffix(path, ".safetensors"))
+  if (!tensor.empty() && !ends_with(path, ".safetensors"))
     throw UsageError("--tensor applies to .safetensors inputs");
   const std::vector<int64_t> raw_shape = shape.empty() ? std::vector<int64_t>{} : parse_shape(shape);
   std::vector<std::string> names;
@@ -160,7 +143,7 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
     throw UsageError(fmt::format("--sr-bits must be in [1, {}]", kMaxSrBits));
   if (a.emit != "values" && a.emit != "packed")
     throw UsageError("--emit must be values or packed, not '" + a.emit + "'");
-  if (a.emit == "packed" && !has_suffix(a.out, ".safetensors") && !has_suffix(a.out, ".npy"))
+  if (a.emit == "packed" && !ends_with(a.out, ".safetensors") && !ends_with(a.out, ".npy"))
     throw UsageError("--emit packed writes .safetensors or .npy; OUT must end so");
 
   const Input in = read_input(a.in, a.shape, a.tensor);
@@ -192,12 +175,12 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   const std::vector<uint8_t> packed = pack(q.codes, p);
   const std::vector<int64_t> codes_shape = {static_cast<int64_t>(packed.size())};
   const bool coded = !q.scale_codes.empty() || q.scale_values.empty();
-  const TensorOut scales = coded ? TensorOut{"scales", DType::u8, q.scale_shape, bytes_of(q.scale_codes)}
-                                 : TensorOut{"scales", DType::f32, q.scale_shape, bytes_of(q.scale_values)};
+  const TensorOut scales = coded ? TensorOut{"scales", DType::u8, q.scale_shape, as_bytes_of(q.scale_codes)}
+                                 : TensorOut{"scales", DType::f32, q.scale_shape, as_bytes_of(q.scale_values)};
   const std::vector<float> ts = q.tensor_scale ? std::vector<float>{*q.tensor_scale} : std::vector<float>{};
-  const TensorOut codes{"codes", DType::u8, codes_shape, bytes_of(packed)};
-  const TensorOut tensor_scale{"tensor_scale", DType::f32, {1}, bytes_of(ts)};
-  if (has_suffix(a.out, ".safetensors")) {
+  const TensorOut codes{"codes", DType::u8, codes_shape, as_bytes_of(packed)};
+  const TensorOut tensor_scale{"tensor_scale", DType::f32, {1}, as_bytes_of(ts)};
+  if (ends_with(a.out, ".safetensors")) {
     std::vector<TensorOut> tensors = {codes, scales};
     if (q.tensor_scale) tensors.push_back(tensor_scale);
     const std::vector<std::pair<std::string, std::string>> meta = {
@@ -249,7 +232,7 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   const TensorRef* scales = nullptr;
   const TensorRef* ts = nullptr;
   std::string packing;
-  if (has_suffix(a.in, ".safetensors")) {
+  if (ends_with(a.in, ".safetensors")) {
     if (cmd.count("--format") || cmd.count("--shape") || cmd.count("--axis") || a.headroom)
       throw UsageError("--format, --shape, --axis and --headroom-3-4 apply to .npy inputs; a "
                        ".safetensors input carries them in its metadata");
@@ -273,7 +256,7 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
     scales = &find_tensor(file, "scales", a.in);
     for (const auto& t : file.tensors)
       if (t.name == "tensor_scale") ts = &t;
-  } else if (has_suffix(a.in, ".npy")) {
+  } else if (ends_with(a.in, ".npy")) {
     if (a.format.empty() || a.shape.empty())
       throw UsageError("a .npy packed input needs --format and --shape (.npy has no metadata)");
     q.format = parse_block_format(a.format);
@@ -331,7 +314,7 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   }
   std::vector<float> out(n);
   dequantize(q, out, a.threads);
-  write_values(a.out, q.shape, out, "values");
+  write_by_extension(a.out, DType::f32, q.shape, as_bytes_of(out));
 }
 
 const bool registered_quantize = register_command(40, [](CLI::App& app) {
