@@ -188,11 +188,11 @@ inline bool vectorizable(const ElementFormat& f, const CastOptions& opt) {
   return sr_ok && f.bias >= -1024 && f.bias <= 1024 && f.bits <= 16;
 }
 
-// The 10 round keys of Philox4x32-10 laid out as one 128-bit block (k0, 0, k1, 0), and
-// the multipliers as (M0, 0, M1, 0), so MulEven multiplies words 0 and 2 of each block.
+// The 10 round keys of Philox4x32-10 (key0 and key1 of round r; the vector rounds
+// broadcast them).
 struct PhiloxConsts {
-  alignas(16) uint32_t keys[10][4];
-  alignas(16) uint32_t mul[4];
+  uint32_t key0[10];
+  uint32_t key1[10];
 };
 inline PhiloxConsts make_philox_consts(uint64_t seed) {
   PhiloxConsts p{};
@@ -202,15 +202,9 @@ inline PhiloxConsts make_philox_consts(uint64_t seed) {
       k0 += philox_detail::kWeyl0;
       k1 += philox_detail::kWeyl1;
     }
-    p.keys[r][0] = k0;
-    p.keys[r][1] = 0;
-    p.keys[r][2] = k1;
-    p.keys[r][3] = 0;
+    p.key0[r] = k0;
+    p.key1[r] = k1;
   }
-  p.mul[0] = philox_detail::kMul0;
-  p.mul[1] = 0;
-  p.mul[2] = philox_detail::kMul1;
-  p.mul[3] = 0;
   return p;
 }
 
