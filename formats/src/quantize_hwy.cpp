@@ -64,11 +64,7 @@ struct BlockConsts {
 inline BlockConsts make_block_consts(const qd::Context& ctx) {
   BlockConsts k;
   const QuantizeOptions& o = ctx.opt;
-  k.co.round = o.round;
-  k.co.overflow = o.overflow;
-  k.co.seed = o.seed;
-  k.co.stream = o.stream;
-  k.co.sr_bits = o.sr_bits;
+  k.co = qd::element_cast_options(o);
   k.ec = detail::make_encode_consts(ctx.f->element, k.co);
   k.dc = detail::make_decode_consts(ctx.f->element);
   if (detail::fast_path_ok(ctx.f->element, k.co)) k.fc = detail::make_fast_consts(ctx.f->element, k.co);
@@ -726,7 +722,7 @@ HWY_INLINE void WithKernel(const qd::Context& ctx, Fn&& fn) {
   const bool is_int = ctx.f->element.is_integer;
   const bool pow2 = ctx.f->power_of_two_scale();
   if constexpr (M == Rounding::rne || M == Rounding::rtz || M == Rounding::sr) {
-    if (detail::fast_path_ok(ctx.f->element, make_block_consts(ctx).co)) {
+    if (detail::fast_path_ok(ctx.f->element, qd::element_cast_options(ctx.opt))) {
       return pow2 ? fn.template operator()<false, true, true>()
                   : fn.template operator()<false, false, true>();
     }
@@ -769,43 +765,48 @@ void QuantizeRange(const qd::BlockJob* job, int64_t i0, int64_t n, const qd::Blo
   });
 }
 
-void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
+// Decodes the n codes at `in` into `out`, times decs[c] (per element) or, when decs is
+// null, dec; then the tensor scale and the 3/4 headroom as the job says (dequant_value).
+HWY_INLINE void DequantizeRun(const qd::BlockJob& job, const detail::DecodeConsts& dc,
+                              const uint8_t* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t n,
+                              const float* HWY_RESTRICT decs, float dec) {
   const DI di;
   const DF df;
   const hn::Rebind<uint8_t, DI> d8;
   const size_t N = hn::Lanes(di);
+  for (size_t c = 0; c < n; c += N) {
+    const size_t cnt = std::min(N, n - c);
+    HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4] = {};
+    HWY_ALIGN float td[HWY_MAX_BYTES / 4] = {};
+    if (cnt < N) {
+      std::memcpy(tc, in + c, cnt);
+      if (decs != nullptr) std::memcpy(td, decs + c, cnt * sizeof(float));
+    }
+    const VI code = hn::PromoteTo(di, cnt == N ? hn::LoadU(d8, in + c) : hn::Load(d8, tc));
+    const auto d = decs == nullptr ? hn::Set(df, dec)
+                                   : (cnt == N ? hn::LoadU(df, decs + c) : hn::Load(df, td));
+    auto v = hn::Mul(DecodeVec(code, dc), d);
+    if (job.two_level) v = hn::Mul(v, hn::Set(df, job.tensor_dec));
+    if (job.headroom) v = hn::Div(v, hn::Set(df, 0.75f));
+    if (cnt == N) {
+      hn::StoreU(v, df, out + c);
+    } else {
+      HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
+      hn::Store(v, df, tv);
+      std::memcpy(out + c, tv, cnt * sizeof(float));
+    }
+  }
+}
+
+void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
   const detail::DecodeConsts dc = detail::make_decode_consts(job->element);
-  const auto tdec = hn::Set(df, job->tensor_dec);
-  const auto three_quarters = hn::Set(df, 0.75f);
   for (int64_t b = b0; b < b1; ++b) {
     const qd::Box box = job->box(b);
-    const auto dec = hn::Set(df, job->dec_of(b));
+    const float dec = job->dec_of(b);
     for (int64_t r = 0; r < box.rows; ++r) {
       const int64_t row = box.base + r * box.row_stride;
-      const uint8_t* in = job->codes + row;
-      float* out = job->out + row;
-      const size_t n = static_cast<size_t>(box.cols);
-      for (size_t c = 0; c < n; c += N) {
-        const size_t cnt = std::min(N, n - c);
-        VI code;
-        if (cnt == N) {
-          code = hn::PromoteTo(di, hn::LoadU(d8, in + c));
-        } else {
-          HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4] = {};
-          std::memcpy(tc, in + c, cnt);
-          code = hn::PromoteTo(di, hn::Load(d8, tc));
-        }
-        auto v = hn::Mul(DecodeVec(code, dc), dec);
-        if (job->two_level) v = hn::Mul(v, tdec);
-        if (job->headroom) v = hn::Div(v, three_quarters);
-        if (cnt == N) {
-          hn::StoreU(v, df, out + c);
-        } else {
-          HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
-          hn::Store(v, df, tv);
-          std::memcpy(out + c, tv, cnt * sizeof(float));
-        }
-      }
+      DequantizeRun(*job, dc, job->codes + row, job->out + row, static_cast<size_t>(box.cols),
+                    nullptr, dec);
     }
   }
 }
@@ -815,40 +816,10 @@ void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
 // scales), or by dec when decs is null (per-tensor scales).
 void DequantizeRows(const qd::BlockJob* job, int64_t i0, int64_t rows, int64_t cols,
                     const float* decs, float dec) {
-  const DI di;
-  const DF df;
-  const hn::Rebind<uint8_t, DI> d8;
-  const size_t N = hn::Lanes(di);
   const detail::DecodeConsts dc = detail::make_decode_consts(job->element);
-  const auto tdec = hn::Set(df, job->tensor_dec);
-  const auto three_quarters = hn::Set(df, 0.75f);
-  const size_t n = static_cast<size_t>(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* in = job->codes + i0 + r * cols;
-    float* out = job->out + i0 + r * cols;
-    for (size_t c = 0; c < n; c += N) {
-      const size_t cnt = std::min(N, n - c);
-      HWY_ALIGN uint8_t tc[HWY_MAX_BYTES / 4] = {};
-      HWY_ALIGN float td[HWY_MAX_BYTES / 4] = {};
-      if (cnt < N) {
-        std::memcpy(tc, in + c, cnt);
-        if (decs != nullptr) std::memcpy(td, decs + c, cnt * sizeof(float));
-      }
-      const VI code = hn::PromoteTo(di, cnt == N ? hn::LoadU(d8, in + c) : hn::Load(d8, tc));
-      const auto d = decs == nullptr ? hn::Set(df, dec)
-                                     : (cnt == N ? hn::LoadU(df, decs + c) : hn::Load(df, td));
-      auto v = hn::Mul(DecodeVec(code, dc), d);
-      if (job->two_level) v = hn::Mul(v, tdec);
-      if (job->headroom) v = hn::Div(v, three_quarters);
-      if (cnt == N) {
-        hn::StoreU(v, df, out + c);
-      } else {
-        HWY_ALIGN float tv[HWY_MAX_BYTES / 4];
-        hn::Store(v, df, tv);
-        std::memcpy(out + c, tv, cnt * sizeof(float));
-      }
-    }
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    DequantizeRun(*job, dc, job->codes + i0 + r * cols, job->out + i0 + r * cols,
+                  static_cast<size_t>(cols), decs, dec);
 }
 
 #else  // HWY_SCALAR: one lane; the scalar reference does the work.
@@ -947,26 +918,18 @@ bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions
     case BlockShape::Kind::tile: layout_ok = true; break;  // rows of a tile are contiguous
     case BlockShape::Kind::tensor: layout_ok = false; break;
   }
-  CastOptions co;
-  co.round = opt.round;
-  co.sr_bits = opt.sr_bits;
-  return layout_ok && opt.history == nullptr && simd::detail::vectorizable(f.element, co);
+  return layout_ok && opt.history == nullptr &&
+         simd::detail::vectorizable(f.element, element_cast_options(opt));
 }
 
 bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
-  CastOptions co;
-  co.round = opt.round;
-  co.sr_bits = opt.sr_bits;
-  return L.kind == BlockShape::Kind::tensor && simd::detail::vectorizable(f.element, co);
+  return L.kind == BlockShape::Kind::tensor &&
+         simd::detail::vectorizable(f.element, element_cast_options(opt));
 }
 
 bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
   if (L.kind != BlockShape::Kind::vector || L.shape.size() != 2 || L.col_axis != 0) return false;
-  if (opt.history != nullptr) return false;
-  CastOptions co;
-  co.round = opt.round;
-  co.sr_bits = opt.sr_bits;
-  return simd::detail::vectorizable(f.element, co);
+  return opt.history == nullptr && simd::detail::vectorizable(f.element, element_cast_options(opt));
 }
 
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lpx/formats/block_scale.hpp"
+#include "lpx/formats/cast.hpp"
 #include "lpx/formats/codec.hpp"
 #include "lpx/formats/quantize.hpp"
 #include "lpx/numerics/float_bits.hpp"
@@ -78,6 +79,17 @@ using block_scaling::prepare_element;
 using block_scaling::scale_exponent;
 using block_scaling::significand24;
 using block_scaling::stored_dec;
+
+// The element-cast options a block quantization runs its elements under.
+inline CastOptions element_cast_options(const QuantizeOptions& o) {
+  CastOptions co;
+  co.round = o.round;
+  co.overflow = o.overflow;
+  co.seed = o.seed;
+  co.stream = o.stream;
+  co.sr_bits = o.sr_bits;
+  return co;
+}
 
 struct Context {
   const BlockFormat* f = nullptr;
