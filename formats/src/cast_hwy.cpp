@@ -134,25 +134,20 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
   if constexpr (M == Rounding::sr) {
     // Vector loop from a flat index that is a multiple of 4 (a Philox block boundary).
     const PhiloxConsts pc = detail::make_philox_consts(opt.seed);
-    hn::Vec<DU64> ctr, inc, inc4;
-    PhiloxCounters((first_index + i) / 4, opt.stream, ctr, inc, inc4);
+    PhiloxLanes ph = PhiloxBegin((first_index + i) / 4, opt.stream);
     // Software-pipelined: the words for the next 4N elements are drawn before these 4N
     // are encoded. The Philox rounds are one long dependency chain; placed ahead of encode
     // work that is ready to run, they leave the out-of-order core that work to fill the
     // chain's latency with (drawing then encoding the same 4N serializes the two).
     if (i + 4 * N <= n) {
       VI r0, r1, r2, r3;
-      PhiloxVec4(ctr, inc, pc, r0, r1, r2, r3);
-      ctr = hn::Add(ctr, inc4);
+      PhiloxDraw4(ph, pc, r0, r1, r2, r3);
       for (;;) {
         if (stream)
           for (size_t l = 0; l < 4; ++l) hwy::Prefetch(in + i + kPrefetchFloats + l * N);
         const bool more = i + 8 * N <= n;
         VI s0 = r0, s1 = r1, s2 = r2, s3 = r3;
-        if (more) {
-          PhiloxVec4(ctr, inc, pc, s0, s1, s2, s3);
-          ctr = hn::Add(ctr, inc4);
-        }
+        if (more) PhiloxDraw4(ph, pc, s0, s1, s2, s3);
         EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i)), r0, out + i, ec,
                                     fc, dc, stream);
         EncodeStore<M, kInt, kFast>(hn::BitCast(di, hn::LoadU(df, in + i + N)), r1,
@@ -171,8 +166,7 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
     }
     for (; i + N <= n; i += N) {
       const VI bits = hn::BitCast(di, hn::LoadU(df, in + i));
-      const VI rnd = PhiloxVec(ctr, pc);
-      ctr = hn::Add(ctr, inc);  // 64-bit add: the group counter carries into its high word
+      const VI rnd = PhiloxDraw1(ph, pc);
       EncodeStore<M, kInt, kFast>(bits, rnd, out + i, ec, fc, dc, stream);
     }
   } else {

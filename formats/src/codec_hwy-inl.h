@@ -213,6 +213,26 @@ HWY_INLINE VI FastNormalSum(VI abs, VI rnd, const FastConsts& c) {
 template <Rounding M>
 HWY_INLINE VI FastSubnormalQ(VI abs, VI rnd, const FastConsts& c) {
   const DI di;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // AVX-512 converts float32 to u32, so the FPU can split |x| / 2^(emin - M) into q and
+  // the sr comparison's f in 9 operations instead of the shift-and-round's 25 (both exact:
+  // FastConsts::sub_float_ok). The raw truncating conversions need no overflow fix-up:
+  // z < 2^M and w < 2^N.
+  if constexpr (M == Rounding::rtz || M == Rounding::sr) {
+    if (c.sub_float_ok) {
+      const DF df;
+      const DU du;
+      const auto z = hn::Mul(hn::BitCast(df, abs), hn::Set(df, c.sub_scale));
+      const VI q{_mm512_maskz_cvttps_epi32(0xFFFF, z.raw)};
+      if constexpr (M == Rounding::rtz) return q;
+      const auto w = hn::Mul(hn::Sub(z, hn::ConvertTo(df, q)), hn::Set(df, c.sr_two_n));
+      const hn::Vec<DU> f{_mm512_maskz_cvttps_epu32(0xFFFF, w.raw)};
+      const auto r = hn::ShiftRightSame(hn::BitCast(du, rnd), 32 - c.sr_n);
+      const auto up = hn::Gt(f, hn::Xor(r, hn::Set(du, c.sr_mask_n)));  // f + r >= 2^N
+      return hn::Sub(q, hn::VecFromMask(di, hn::RebindMask(di, up)));
+    }
+  }
+#endif
   const VI biased = hn::ShiftRight<23>(abs);
   const VI exp_b = hn::Max(biased, hn::Set(di, 1));
   const VI sig = hn::Or(hn::And(abs, hn::Set(di, 0x7fffff)),
@@ -336,32 +356,12 @@ HWY_INLINE hn::Vec<DF> DecodeVec(VI code, const DecodeConsts& c) {
   return hn::BitCast(df, result);
 }
 
-// The Philox counter state of the vector loops, opaque to them. Even u64 lanes 2b of
-// `ctr` hold group g0 + b, the odd lanes the 64-bit product M1 * stream: round 1's
-// product of word 2, the same for every counter, so it is computed once, here (and the
-// stream needs no other place). `inc` (N/4 in the even lanes, 0 in the odd ones) moves
-// ctr on by one vector of words (PhiloxVec), inc4 = 4 * inc by one PhiloxVec4 call;
-// the 64-bit adds carry into the groups' high words.
-HWY_INLINE void PhiloxCounters(uint64_t g0, uint32_t stream, hn::Vec<DU64>& ctr,
-                               hn::Vec<DU64>& inc, hn::Vec<DU64>& inc4) {
-  const DU64 du64;
-  const size_t N64 = hn::Lanes(du64);
-  HWY_ALIGN uint64_t init[HWY_MAX_BYTES / 8];
-  for (size_t l = 0; l < N64; l += 2) {
-    init[l] = g0 + l / 2;
-    init[l + 1] = static_cast<uint64_t>(philox_detail::kMul1) * stream;
-  }
-  ctr = hn::Load(du64, init);
-  inc = hn::OddEven(hn::Zero(du64), hn::Set(du64, N64 / 2));
-  inc4 = hn::Add(hn::Add(inc, inc), hn::Add(inc, inc));
-}
-
 // Word w of N64 counters in the low halves of xw's u64 lanes (high halves: don't care).
 struct PhiloxChain {
   hn::Vec<DU> x0, x1, x2, x3;
 };
 
-// Rounds 2..9: (x0, x1, x2, x3) = (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0) with
+// Rounds 3..9: (x0, x1, x2, x3) = (hi1 ^ x1 ^ k0, lo1, hi0 ^ x3 ^ k1, lo0) with
 // lo0 | hi0 << 32 = M0 * x0 and lo1 | hi1 << 32 = M1 * x2. DupOdd (a shuffle, port 5)
 // brings hi down: ShiftRight<32> (port 0) measured ~7% slower on Sapphire Rapids.
 HWY_INLINE void PhiloxRound(PhiloxChain& c, hn::Vec<DU> m0, hn::Vec<DU> m1, hn::Vec<DU> k0,
@@ -373,24 +373,6 @@ HWY_INLINE void PhiloxRound(PhiloxChain& c, hn::Vec<DU> m0, hn::Vec<DU> m1, hn::
   c.x1 = p1;
   c.x2 = hn::Xor3(hn::DupOdd(p0), c.x3, k1);
   c.x3 = p0;
-}
-
-// Round 1 of chain j (0 or 1 of a PhiloxVec4 call). Its lane 2b holds group
-// g0 + j*N64 + b and lane 2b+1 group g0 + j*N64 + N64/2 + b: ctr's even lanes duplicated
-// plus (0, N64/2), so that PhiloxLast's interleaves give consecutive groups. The counter
-// is (g low, g high, stream, 0): word 2's product p1 comes from ctr's odd lanes and word
-// 3 is zero, so only word 0 is multiplied.
-HWY_INLINE PhiloxChain PhiloxStart(hn::Vec<DU64> ctr, const PhiloxConsts& p, size_t j) {
-  const DU du;
-  const DU64 du64;
-  const size_t N64 = hn::Lanes(du64);
-  const auto g = hn::BitCast(
-      du, hn::Add(hn::InterleaveLower(du64, ctr, ctr),
-                  hn::OddEven(hn::Set(du64, N64 / 2 + j * N64), hn::Set(du64, j * N64))));
-  const auto p1 = hn::BitCast(du, hn::InterleaveUpper(du64, ctr, ctr));  // (lo1, hi1)
-  const auto p0 = hn::BitCast(du, hn::MulEven(g, hn::Set(du, philox_detail::kMul0)));
-  return PhiloxChain{hn::Xor3(hn::DupOdd(p1), hn::DupOdd(g), hn::Set(du, p.key0[0])), p1,
-                     hn::Xor(hn::DupOdd(p0), hn::Set(du, p.key1[0])), p0};
 }
 
 // s ^ x ^ k in the even u32 lanes, s in the odd ones: one merge-masked ternary logic op
@@ -420,44 +402,154 @@ HWY_INLINE void PhiloxLast(const PhiloxChain& c, hn::Vec<DU> m0, hn::Vec<DU> m1,
   hi = hn::BitCast(DI(), hn::InterleaveUpper(du64, a, b));
 }
 
-// N random words, for groups g0 .. g0 + N/4 - 1 of ctr: one chain, of which only the
-// first half is used (tails only; the bulk goes through PhiloxVec4).
-HWY_INLINE VI PhiloxVec(hn::Vec<DU64> ctr, const PhiloxConsts& p) {
-  const DU du;
-  const auto m0 = hn::Set(du, philox_detail::kMul0);
-  const auto m1 = hn::Set(du, philox_detail::kMul1);
-  PhiloxChain c = PhiloxStart(ctr, p, 0);
-  HWY_UNROLL(8)
-  for (int r = 1; r < 9; ++r) {
-    PhiloxRound(c, m0, m1, hn::Set(du, p.key0[r]), hn::Set(du, p.key1[r]));
+// Philox words for consecutive groups of 4 elements, drawn 4N words (Draw4) or N words
+// (Draw1) at a time; the vector loops' only Philox state. Chain a's lane 2b holds group
+// g + b and lane 2b+1 group g + N64/2 + b (chain b: N64 further on), so that PhiloxLast's
+// interleaves give consecutive groups.
+//
+// Rounds 1 and 2 are mostly constant: a counter is (g low, g high, stream, 0), so only
+// word 0 differs from lane to lane as long as the groups share their high word, which
+// they do except across a multiple of 2^32 groups (2^34 elements). For such a `hi`,
+// round 1 leaves the words (C0, L1, x2 = hi(M0 g) ^ k1, lo(M0 g)) with
+// C0 = hi(M1 s) ^ hi ^ k0 and L1 = lo(M1 s), and round 2 multiplies the constant C0: its
+// words are (hi(M1 x2) ^ L1 ^ k0', lo(M1 x2), lo(M0 g) ^ hi(M0 C0) ^ k1', lo(M0 C0)).
+// The two rounds cost 6 operations per chain instead of 15. A draw whose groups straddle a new high
+// word takes the scalar Philox (once per 2^34 elements).
+struct PhiloxLanes {
+  hn::Vec<DU64> ga, gb;  // the chains' group numbers (u64 lanes)
+  hn::Vec<DU> r2x0, r2x2, r2x3;  // round 2's constants: xored into words 0 and 2; word 3
+  uint64_t g = 0;        // first group of the next draw
+  uint64_t hi = ~uint64_t{0};  // the groups' high word the constants were made for
+  uint32_t stream = 0;
+};
+
+HWY_INLINE PhiloxLanes PhiloxBegin(uint64_t g0, uint32_t stream) {
+  const DU64 du64;
+  const size_t N64 = hn::Lanes(du64);
+  HWY_ALIGN uint64_t init[HWY_MAX_BYTES / 8];
+  for (size_t l = 0; l < N64; l += 2) {
+    init[l] = g0 + l / 2;
+    init[l + 1] = g0 + N64 / 2 + l / 2;
   }
-  VI lo, hi;
-  PhiloxLast(c, m0, m1, hn::Set(du, p.key0[9]), hn::Set(du, p.key1[9]), lo, hi);
-  return lo;
+  PhiloxLanes s;
+  s.ga = hn::Load(du64, init);
+  s.gb = hn::Add(s.ga, hn::Set(du64, N64));
+  s.g = g0;
+  s.stream = stream;
+  return s;
 }
 
-// 4N random words (what four PhiloxVec calls would give) from two chains interleaved: a
-// round is a ~7-cycle dependency (multiply, DupOdd, xor) of 6 operations, so one chain
-// alone would leave the vector ports idle. `inc` is unused: the second chain's counters
-// follow from ctr.
-HWY_INLINE void PhiloxVec4(hn::Vec<DU64> ctr, hn::Vec<DU64> /*inc*/, const PhiloxConsts& p,
-                           VI& out0, VI& out1, VI& out2, VI& out3) {
+// Makes round 2's constants for the high word of s.g.
+inline HWY_NOINLINE void PhiloxRekey(PhiloxLanes& s, const PhiloxConsts& p) {
+  using namespace philox_detail;
   const DU du;
-  const auto m0 = hn::Set(du, philox_detail::kMul0);
-  const auto m1 = hn::Set(du, philox_detail::kMul1);
-  PhiloxChain a = PhiloxStart(ctr, p, 0);
-  PhiloxChain b = PhiloxStart(ctr, p, 1);
-  HWY_UNROLL(8)
-  for (int r = 1; r < 9; ++r) {
-    const auto k0 = hn::Set(du, p.key0[r]);
-    const auto k1 = hn::Set(du, p.key1[r]);
-    PhiloxRound(a, m0, m1, k0, k1);
-    PhiloxRound(b, m0, m1, k0, k1);
+  const uint32_t hi = static_cast<uint32_t>(s.g >> 32);
+  const uint32_t c0 = mulhi(kMul1, s.stream) ^ hi ^ p.key0[0];
+  const uint32_t l1 = kMul1 * s.stream;
+  s.r2x0 = hn::Set(du, l1 ^ p.key0[1]);
+  s.r2x2 = hn::Set(du, mulhi(kMul0, c0) ^ p.key1[1]);
+  s.r2x3 = hn::Set(du, kMul0 * c0);
+  s.hi = hi;
+}
+
+// Rounds 1 and 2 of a chain whose lanes hold groups g (high word s.hi).
+HWY_INLINE PhiloxChain PhiloxStart(hn::Vec<DU64> g, const PhiloxLanes& s,
+                                   const PhiloxConsts& p) {
+  const DU du;
+  const auto p0 = hn::BitCast(du, hn::MulEven(hn::BitCast(du, g), hn::Set(du, philox_detail::kMul0)));
+  const auto x2 = hn::Xor(hn::DupOdd(p0), hn::Set(du, p.key1[0]));
+  const auto p1 = hn::BitCast(du, hn::MulEven(x2, hn::Set(du, philox_detail::kMul1)));
+  return PhiloxChain{hn::Xor(hn::DupOdd(p1), s.r2x0), p1, hn::Xor(p0, s.r2x2), s.r2x3};
+}
+
+// The words of groups [s.g, s.g + count) in element order, by the scalar Philox: draws
+// that straddle a multiple of 2^32 groups.
+inline HWY_NOINLINE void PhiloxScalarDraw(const PhiloxLanes& s, const PhiloxConsts& p, size_t count,
+                                   uint32_t* HWY_RESTRICT out) {
+  for (size_t k = 0; k < count; ++k) {
+    const uint64_t g = s.g + k;
+    const Philox4x32 w = philox4x32_10(
+        Philox4x32{{static_cast<uint32_t>(g), static_cast<uint32_t>(g >> 32), s.stream, 0u}},
+        p.key0[0], p.key1[0]);
+    for (size_t j = 0; j < 4; ++j) out[4 * k + j] = w.v[j];
   }
-  const auto k0 = hn::Set(du, p.key0[9]);
-  const auto k1 = hn::Set(du, p.key1[9]);
-  PhiloxLast(a, m0, m1, k0, k1, out0, out1);
-  PhiloxLast(b, m0, m1, k0, k1, out2, out3);
+}
+
+// True when the next `count` groups share the high word of round 2's constants; makes
+// new constants when they all share another one, false when they straddle two.
+HWY_INLINE bool PhiloxReady(PhiloxLanes& s, const PhiloxConsts& p, size_t count) {
+  const uint64_t last = s.g + count - 1;
+  if (HWY_LIKELY((s.g >> 32) == s.hi && (last >> 32) == s.hi)) return true;
+  if ((s.g >> 32) != (last >> 32)) return false;
+  PhiloxRekey(s, p);
+  return true;
+}
+
+// 4N words (N groups) from two chains interleaved: a round is a ~7-cycle dependency
+// (multiply, DupOdd, xor) of 6 operations, so one chain alone would leave the vector
+// ports idle.
+HWY_INLINE void PhiloxDraw4(PhiloxLanes& s, const PhiloxConsts& p, VI& out0, VI& out1,
+                            VI& out2, VI& out3) {
+  const DU du;
+  const DU64 du64;
+  const size_t N = hn::Lanes(du);
+  if (HWY_UNLIKELY(!PhiloxReady(s, p, N))) {
+    HWY_ALIGN uint32_t w[4 * HWY_MAX_BYTES / 4];
+    PhiloxScalarDraw(s, p, N, w);
+    out0 = hn::BitCast(DI(), hn::Load(du, w));
+    out1 = hn::BitCast(DI(), hn::Load(du, w + N));
+    out2 = hn::BitCast(DI(), hn::Load(du, w + 2 * N));
+    out3 = hn::BitCast(DI(), hn::Load(du, w + 3 * N));
+  } else {
+    const auto m0 = hn::Set(du, philox_detail::kMul0);
+    const auto m1 = hn::Set(du, philox_detail::kMul1);
+    PhiloxChain a = PhiloxStart(s.ga, s, p);
+    PhiloxChain b = PhiloxStart(s.gb, s, p);
+    HWY_UNROLL(7)
+    for (int r = 2; r < 9; ++r) {
+      const auto k0 = hn::Set(du, p.key0[r]);
+      const auto k1 = hn::Set(du, p.key1[r]);
+      PhiloxRound(a, m0, m1, k0, k1);
+      PhiloxRound(b, m0, m1, k0, k1);
+    }
+    const auto k0 = hn::Set(du, p.key0[9]);
+    const auto k1 = hn::Set(du, p.key1[9]);
+    PhiloxLast(a, m0, m1, k0, k1, out0, out1);
+    PhiloxLast(b, m0, m1, k0, k1, out2, out3);
+  }
+  const auto step = hn::Set(du64, N);
+  s.ga = hn::Add(s.ga, step);
+  s.gb = hn::Add(s.gb, step);
+  s.g += N;
+}
+
+// N words (N/4 groups): one chain, of which only the first half is used (tails only;
+// the bulk goes through PhiloxDraw4).
+HWY_INLINE VI PhiloxDraw1(PhiloxLanes& s, const PhiloxConsts& p) {
+  const DU du;
+  const DU64 du64;
+  const size_t N = hn::Lanes(du);
+  VI lo;
+  if (HWY_UNLIKELY(!PhiloxReady(s, p, N / 4))) {
+    HWY_ALIGN uint32_t w[HWY_MAX_BYTES / 4];
+    PhiloxScalarDraw(s, p, N / 4, w);
+    lo = hn::BitCast(DI(), hn::Load(du, w));
+  } else {
+    const auto m0 = hn::Set(du, philox_detail::kMul0);
+    const auto m1 = hn::Set(du, philox_detail::kMul1);
+    PhiloxChain c = PhiloxStart(s.ga, s, p);
+    HWY_UNROLL(7)
+    for (int r = 2; r < 9; ++r) {
+      PhiloxRound(c, m0, m1, hn::Set(du, p.key0[r]), hn::Set(du, p.key1[r]));
+    }
+    VI hi;
+    PhiloxLast(c, m0, m1, hn::Set(du, p.key0[9]), hn::Set(du, p.key1[9]), lo, hi);
+  }
+  const auto step = hn::Set(du64, N / 4);
+  s.ga = hn::Add(s.ga, step);
+  s.gb = hn::Add(s.gb, step);
+  s.g += N / 4;
+  return lo;
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR

@@ -118,6 +118,13 @@ struct FastConsts {
   bool sub_magic_ok = false;
   float sub_magic = 0.0f;
   int32_t sub_magic_bits = 0;
+  // rtz and sr below 2^emin, on AVX-512 (FastSubnormalQ): z = |x| * 2^(M - emin) is
+  // exact and below 2^M; its integer part is q and 2^N times its fraction gives the sr
+  // comparison's f. Used when 2^(emin - M) >= 2^-94: then f = 0 for float32 subnormal
+  // inputs, so a DAZ/FTZ mode set by the caller cannot matter.
+  bool sub_float_ok = false;
+  float sub_scale = 0.0f;     // 2^(M - emin)
+  float sr_two_n = 0.0f;      // 2^sr_bits
   int32_t max_mag = 0;        // largest finite code magnitude
   int32_t max_bits = 0;       // its value as float32 bits
   int32_t ovf_mag = 0;        // ieee overflow: code magnitude (NaN, Inf or max)
@@ -160,6 +167,9 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
     c.sub_magic = pow2f(f.emin() - m + 23);
     c.sub_magic_bits = static_cast<int32_t>(float_to_bits(c.sub_magic));
   }
+  c.sub_float_ok = f.emin() - m >= -94;
+  if (c.sub_float_ok) c.sub_scale = pow2f(m - f.emin());
+  c.sr_two_n = pow2f(opt.sr_bits);
   c.max_mag = static_cast<int32_t>(f.max_magnitude);
   c.max_bits = static_cast<int32_t>(float_to_bits(decode(f.max_magnitude, f)));
   const bool overflow_is_nan = !f.has_inf() && f.has_nan();

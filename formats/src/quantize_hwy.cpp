@@ -99,20 +99,17 @@ HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
   const size_t head = static_cast<size_t>((4 - first % 4) % 4);
   for (; i < head && i < n; ++i) out[i] = random_bits(k.co.seed, k.co.stream, first + i);
   if (i >= n) return;
-  hn::Vec<DU64> ctr, inc, inc4;
-  PhiloxCounters((first + i) / 4, k.co.stream, ctr, inc, inc4);
+  PhiloxLanes ph = PhiloxBegin((first + i) / 4, k.co.stream);
   for (; i + 4 * N <= n; i += 4 * N) {
     VI r0, r1, r2, r3;
-    PhiloxVec4(ctr, inc, k.pc, r0, r1, r2, r3);
-    ctr = hn::Add(ctr, inc4);
+    PhiloxDraw4(ph, k.pc, r0, r1, r2, r3);
     hn::StoreU(hn::BitCast(du, r0), du, out + i);
     hn::StoreU(hn::BitCast(du, r1), du, out + i + N);
     hn::StoreU(hn::BitCast(du, r2), du, out + i + 2 * N);
     hn::StoreU(hn::BitCast(du, r3), du, out + i + 3 * N);
   }
   for (; i < n; i += N) {
-    const VI r = PhiloxVec(ctr, k.pc);
-    ctr = hn::Add(ctr, inc);
+    const VI r = PhiloxDraw1(ph, k.pc);
     if (i + N <= n) {
       hn::StoreU(hn::BitCast(du, r), du, out + i);
     } else {

@@ -118,6 +118,8 @@ std::vector<Mode> all_modes() {
     out.push_back({Rounding::sr, o, 8, 7, 0x123456789abcdefull});
     // Groups i/4 cross 2^32: the counter's high word must carry.
     out.push_back({Rounding::sr, o, 32, (uint64_t{1} << 34) - 6, 7});
+    // ... and a little later in the inputs, after draws that shared the high word 0.
+    out.push_back({Rounding::sr, o, 32, (uint64_t{1} << 34) - 1002, 5});
     out.push_back({Rounding::sr, o, 13, 1, 99});
   }
   return out;
