@@ -202,9 +202,9 @@ HWY_INLINE VI FastNormalSum(VI abs, VI rnd, const FastConsts& c) {
   } else if constexpr (M == Rounding::rtz) {
     return abs;
   } else {
-    const auto r = hn::ShiftRightSame(hn::And(hn::BitCast(du, rnd), hn::Set(du, c.sr_keep)),
-                                      32 - c.sh);
-    return hn::Add(abs, hn::BitCast(di, r));
+    auto r = hn::BitCast(du, rnd);
+    if (c.sr_few_bits) r = hn::And(r, hn::Set(du, c.sr_keep));  // else the shift drops them
+    return hn::Add(abs, hn::BitCast(di, hn::ShiftRightSame(r, 32 - c.sh)));
   }
 }
 
@@ -270,9 +270,8 @@ HWY_INLINE VI FastEncodeVec(VI bits, VI rnd, const FastConsts& c) {
       ovf = hn::IfThenElse(hn::Eq(abs, hn::Set(di, 0x7f800000)), ovf, max_mag);
     mag = hn::IfThenElse(over, ovf, mag);
   }
-  const VI sign = hn::And(hn::BitCast(di, hn::ShiftRightSame(hn::BitCast(DU(), bits), c.sign_shift)),
-                          hn::Set(di, c.sign_mask));
-  VI code = hn::Or(mag, sign);
+  VI code = hn::OrAnd(mag, hn::BitCast(di, hn::ShiftRightSame(hn::BitCast(DU(), bits), c.sign_shift)),
+                      hn::Set(di, c.sign_mask));
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg),
@@ -310,7 +309,7 @@ HWY_INLINE VI FastFakeVec(VI bits, VI rnd, const FastConsts& c) {
       ovf = hn::IfThenElse(hn::Eq(abs, hn::Set(di, 0x7f800000)), ovf, max_bits);
     mag = hn::IfThenElse(over, ovf, mag);
   }
-  VI value = hn::Or(mag, hn::And(bits, hn::Set(di, static_cast<int32_t>(kF32SignMask))));
+  VI value = hn::OrAnd(mag, bits, hn::Set(di, static_cast<int32_t>(kF32SignMask)));
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg_bits),

@@ -134,6 +134,7 @@ struct FastConsts {
   int32_t nan_pos = 0, nan_neg = 0;            // codes of NaN inputs (codec step 5)
   int32_t nan_pos_bits = 0, nan_neg_bits = 0;  // their decoded values' bits
   uint32_t sr_keep = 0;       // the top sr_bits bits of a random word
+  bool sr_few_bits = false;   // sr_bits < sh: the sum needs sr_keep (else its shift suffices)
   int32_t sr_n = 32;
   uint32_t sr_mask_n = 0;     // 2^sr_bits - 1
   bool sat = false;
@@ -186,6 +187,7 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
   c.nan_pos_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.nan_pos), f)));
   c.nan_neg_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.nan_neg), f)));
   c.sr_n = opt.sr_bits;
+  c.sr_few_bits = opt.sr_bits < c.sh;
   c.sr_keep = opt.sr_bits >= 32 ? 0xffffffffu : ~((1u << (32 - opt.sr_bits)) - 1u);
   c.sr_mask_n = opt.sr_bits >= 32 ? 0xffffffffu : (1u << opt.sr_bits) - 1u;
   c.sat = opt.overflow == Overflow::sat;
