@@ -151,7 +151,8 @@ void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
     const float xi = job.x[k];
     uint32_t rnd = 0;
     if (o.round == Rounding::sr)
-      rnd = job.rnd != nullptr ? job.rnd[k] : random_bits(o.seed, o.stream, static_cast<uint64_t>(k));
+      rnd = job.rnd != nullptr ? job.rnd[k]
+                               : random_bits(o.seed, o.stream, o.index_offset + static_cast<uint64_t>(k));
     const auto [code, scaled] = block_scaling::quantize_element_rnd(xi, s, pow2, f.element, o, rnd);
     if (job.codes != nullptr) job.codes[k] = static_cast<uint8_t>(code);
     if (job.out != nullptr)

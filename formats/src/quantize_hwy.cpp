@@ -21,8 +21,8 @@
 //      data almost never has.
 // Stochastic rounding: the random words of each run of flat indices are drawn with the
 // vector Philox into a small buffer (RandomFill) and read back lane by lane, so the
-// word of element i is random_bits(seed, stream, i) whatever the block alignment;
-// along the last axis one fill serves a whole sub-group of consecutive blocks.
+// word of element i is random_bits(seed, stream, index_offset + i) whatever the block
+// alignment; along the last axis one fill serves a whole sub-group of consecutive blocks.
 // Statistics (saturated, flushed) are counted in lanes and summed; they equal the
 // scalar counts because they test the same float32 values.
 // Scales over the whole tensor (NVFP4's tensor scale, per-tensor blocks) need the tensor
@@ -89,10 +89,12 @@ inline BlockConsts make_block_consts(const qd::Context& ctx) {
 // Random words per RandomFill: 8 KiB, inside L1 beside the 8 KiB of input being cast.
 constexpr size_t kRandWords = 2048;
 
-// out[k] = random_bits(seed, stream, first + k) for k < n (n <= kRandWords): the vector
-// Philox from the first multiple of 4, the scalar one for the up-to-3 words before it.
+// out[k] = random_bits(seed, stream, index_offset + first + k) for k < n (n <=
+// kRandWords): the vector Philox from the first multiple of 4, the scalar one for the
+// up-to-3 words before it.
 HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
                            const BlockConsts& k) {
+  first += k.co.index_offset;
   const DU du;
   const size_t N = hn::Lanes(du);
   size_t i = 0;
@@ -843,7 +845,8 @@ void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t co
   const QuantizeOptions& o = job->ctx->opt;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      out[r * cols + c] = random_bits(o.seed, o.stream, first + static_cast<uint64_t>(r * stride + c));
+      out[r * cols + c] =
+          random_bits(o.seed, o.stream, o.index_offset + first + static_cast<uint64_t>(r * stride + c));
 }
 
 void RangeAmax(const qd::BlockJob* job, int64_t i0, int64_t n, qd::Amax* out) {

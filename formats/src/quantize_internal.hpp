@@ -88,6 +88,7 @@ inline CastOptions element_cast_options(const QuantizeOptions& o) {
   co.seed = o.seed;
   co.stream = o.stream;
   co.sr_bits = o.sr_bits;
+  co.index_offset = o.index_offset;
   return co;
 }
 

@@ -249,3 +249,47 @@ TEST_CASE("SIMD block quantization does not depend on the thread count",
     }
   }
 }
+
+TEST_CASE("Quantizing pieces of rows with index_offset equals one whole-tensor call",
+          "[quantize][simd][sr]") {
+  // What `lpx quantize` relies on to stream a tensor through a small buffer: stochastic
+  // rounding keyed by index_offset + the flat index within the piece. Both the SIMD path
+  // and the scalar reference.
+  const int64_t rows = 40, cols = 256;
+  const std::vector<float> x = make_data(static_cast<size_t>(rows * cols), 11);
+  for (const bool scalar : {false, true}) {
+    lpx::quantize_testing::force_scalar(scalar);
+    for (const std::string spec : {"mxfp8_e4m3", "mxfp4", "fp8_block128"}) {
+      const BlockFormat f = lpx::parse_block_format(spec);
+      QuantizeOptions o;
+      o.round = Rounding::sr;
+      o.seed = 9;
+      o.stream = 2;
+      std::vector<float> whole(x.size());
+      const QuantizedTensor w = lpx::fake_quantize(
+          {std::span<const float>(x), std::vector<int64_t>{rows, cols}}, whole, f, o);
+      bool unkeyed_differs = false;
+      for (int64_t r0 = 0; r0 < rows; r0 += 15) {  // pieces of 15, 15 and 10 rows
+        const int64_t n = std::min<int64_t>(15, rows - r0);
+        const size_t first = static_cast<size_t>(r0 * cols), count = static_cast<size_t>(n * cols);
+        const std::span<const float> piece(x.data() + first, count);
+        QuantizeOptions po = o;
+        po.index_offset = first;
+        std::vector<float> out(count), unkeyed(count);
+        const QuantizedTensor q = lpx::fake_quantize({piece, std::vector<int64_t>{n, cols}}, out, f, po);
+        INFO(spec << (scalar ? " scalar" : " simd") << ", rows from " << r0);
+        for (size_t i = 0; i < count; ++i) {
+          INFO("element " << first + i);
+          REQUIRE(q.codes[i] == w.codes[first + i]);
+          REQUIRE(bits_of(out[i]) == bits_of(whole[first + i]));
+        }
+        // Without the offset the pieces after the first draw other words.
+        lpx::fake_quantize({piece, std::vector<int64_t>{n, cols}}, unkeyed, f, o);
+        for (size_t i = 0; i < count && r0 > 0; ++i)
+          unkeyed_differs = unkeyed_differs || bits_of(unkeyed[i]) != bits_of(whole[first + i]);
+      }
+      CHECK(unkeyed_differs);
+    }
+  }
+  lpx::quantize_testing::force_scalar(false);
+}

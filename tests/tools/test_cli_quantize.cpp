@@ -71,6 +71,51 @@ TEST_CASE("lpx quantize --emit values on a raw .f32 equals the library's fake_qu
   CHECK(same_bytes(lpx::to_float32(file.tensors[0]), want));
 }
 
+TEST_CASE("lpx quantize --emit values streams large tensors in pieces equal to one call") {
+  // Over 2^20 elements: the command quantizes pieces of whole blocks (flat runs, rows,
+  // 128-row tiles, slices) keyed by their first flat index; the file must equal the
+  // library's whole-tensor result, sr included.
+  TempDir dir;
+  struct Case {
+    const char* spec;
+    std::vector<int64_t> shape;
+    bool sr;
+  };
+  const std::vector<Case> cases = {
+      {"mxfp4", {(int64_t{1} << 20) + 5}, true},          // flat; a last piece of 5
+      {"mxfp8_e4m3", {1100, 1024}, true},                 // flat: rows hold whole blocks
+      {"e4m3:b32:e8m0", {1100, 1000}, true},              // rows: 1000 is not a multiple of 32
+      {"fp8_block128x128", {1100, 1000}, false},          // 128-row tiles
+      {"e4m3:row:fp32", {3, 400, 1000}, true},            // slices along axis 0
+  };
+  for (const Case& c : cases) {
+    INFO(c.spec);
+    size_t n = 1;
+    std::string shape_arg;
+    for (int64_t d : c.shape) {
+      n *= static_cast<size_t>(d);
+      shape_arg += (shape_arg.empty() ? "" : "x") + std::to_string(d);
+    }
+    const auto x = sample(n);
+    write_file(dir / "x.f32", x);
+    const std::string sr = c.sr ? " --round sr --seed 4 --stream 3" : "";
+    const auto r = run_lpx(std::string("quantize --format ") + c.spec + sr + " --shape " +
+                               shape_arg + " " + (dir / "x.f32").string() + " " +
+                               (dir / "v.f32").string(),
+                           dir);
+    REQUIRE(r.status == 0);
+    lpx::QuantizeOptions opt;
+    if (c.sr) {
+      opt.round = lpx::Rounding::sr;
+      opt.seed = 4;
+      opt.stream = 3;
+    }
+    std::vector<float> want(n);
+    lpx::fake_quantize({x, c.shape}, want, lpx::parse_block_format(c.spec), opt);
+    CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
+  }
+}
+
 TEST_CASE("lpx quantize --emit packed then lpx dequantize equals --emit values bit for bit") {
   TempDir dir;
   const auto x = sample(33 * 45);

@@ -14,6 +14,7 @@
 // by ".scales.npy" the scales, and ".tensor_scale.npy" the tensor scale when there is
 // one; .npy carries no metadata, so `lpx dequantize` then needs --format and --shape
 // (and --axis / --headroom-3-4 when they were used).
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -126,6 +127,60 @@ Input read_input(const std::string& path, const std::string& shape, const std::s
   return in;
 }
 
+// How `--emit values` streams a tensor through a small buffer: pieces made of whole
+// `granule`-element units, each quantized as a tensor of its own (flat: 1-D; else: a
+// few slices along axis 0, the other axes whole) whose blocks are exactly the whole
+// tensor's, with sr keyed by the piece's first flat index (QuantizeOptions::index_offset).
+// granule 0: a scale depends on the whole tensor (per-tensor blocks, NVFP4's tensor
+// scale) or blocks run along axis 0.
+struct Pieces {
+  int64_t granule = 0;
+  bool flat = false;
+};
+
+Pieces stream_pieces(const std::vector<int64_t>& shape, const BlockFormat& f) {
+  const int rank = static_cast<int>(shape.size());
+  const BlockShape& b = f.block;
+  if (rank == 0 || f.two_level() || b.kind == BlockShape::Kind::tensor) return {};
+  const int axis = b.axis < 0 ? b.axis + rank : b.axis;
+  // Blocks of L along the last axis tile the flat array when L divides the rows.
+  if (b.kind == BlockShape::Kind::vector && axis == rank - 1 &&
+      (rank == 1 || shape.back() % b.length == 0))
+    return {b.length, true};
+  if (rank < 2) return {};
+  int64_t slice = 1;
+  for (int d = 1; d < rank; ++d) slice *= shape[static_cast<size_t>(d)];
+  if (b.kind == BlockShape::Kind::tile) return {rank == 2 ? b.rows * slice : slice, false};
+  return {axis == 0 ? 0 : slice, false};
+}
+
+// fake_quantize_values over pieces of about 2^20 elements into one reused buffer, each
+// appended to OUT: no whole-tensor output buffer is allocated, faulted in or copied.
+void quantize_values_streamed(const Input& in, const Pieces& pieces, const BlockFormat& f,
+                              const QuantizeOptions& opt, const std::string& path,
+                              const std::string& name) {
+  const size_t n = in.values.size();
+  const size_t granule = static_cast<size_t>(pieces.granule);
+  const size_t per_piece = std::max<size_t>(1, (size_t{1} << 20) / granule) * granule;
+  std::vector<float> buffer(std::min(n, per_piece));
+  OutputFile out(path, DType::f32, in.shape, name);
+  for (size_t first = 0; first < n; first += per_piece) {
+    const size_t count = std::min(per_piece, n - first);
+    std::vector<int64_t> shape = in.shape;
+    if (pieces.flat) {
+      shape = {static_cast<int64_t>(count)};
+    } else {
+      shape[0] = static_cast<int64_t>(count) / (static_cast<int64_t>(n) / in.shape[0]);
+    }
+    QuantizeOptions o = opt;
+    o.index_offset = first;
+    const std::span<float> piece(buffer.data(), count);
+    fake_quantize_values({in.values.subspan(first, count), shape}, piece, f, o);
+    out.append(std::as_bytes(piece));
+  }
+  out.commit();
+}
+
 void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   BlockFormat f = resolve_format(a, cmd);
   QuantizeOptions opt;
@@ -161,11 +216,17 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   if (a.emit == "values") {
     // Fused: scale, cast and dequantize per block in one pass, no codes materialised
     // (bit-identical to dequantize(quantize(x)), formats_test_block_*).
-    // Not zero-filled first: every element is written.
+    const std::string name = a.tensor.empty() ? "values" : a.tensor;
+    const Pieces pieces = stream_pieces(in.shape, f);
+    if (pieces.granule > 0 && !in.values.empty()) {
+      quantize_values_streamed(in, pieces, f, opt, a.out, name);
+      return;
+    }
+    // Whole-tensor scales: one call. Not zero-filled first: every element is written.
     const auto out = std::make_unique_for_overwrite<float[]>(in.values.size());
     const std::span<float> values(out.get(), in.values.size());
     fake_quantize_values({in.values, in.shape}, values, f, opt);
-    OutputFile file(a.out, DType::f32, in.shape, a.tensor.empty() ? "values" : a.tensor);
+    OutputFile file(a.out, DType::f32, in.shape, name);
     file.append(std::as_bytes(values));
     file.commit();
     return;

@@ -312,12 +312,13 @@ LPX_HD inline ElementCode quantize_element_rnd(float x, const BlockScale& s, boo
   return r;
 }
 
-// Element `index` (its flat C-order index: the key of its random bits) of a block with
-// scale s.
+// Element `index` (its flat C-order index; index_offset + index keys its random bits) of
+// a block with scale s.
 LPX_HD inline ElementCode quantize_element(float x, const BlockScale& s, bool pow2,
                                            const ElementFormat& e, const QuantizeOptions& o,
                                            uint64_t index) {
-  const uint32_t rnd = o.round == Rounding::sr ? random_bits(o.seed, o.stream, index) : 0u;
+  const uint32_t rnd =
+      o.round == Rounding::sr ? random_bits(o.seed, o.stream, o.index_offset + index) : 0u;
   return quantize_element_rnd(x, s, pow2, e, o, rnd);
 }
 

@@ -124,9 +124,12 @@ class AmaxHistory {
 struct QuantizeOptions {
   Rounding round = Rounding::rne;
   Overflow overflow = Overflow::sat;  // block quantization saturates (DESIGN.md)
-  uint64_t seed = 0;                  // stochastic rounding: random_bits(seed, stream, i)
-  uint32_t stream = 0;
+  uint64_t seed = 0;                  // stochastic rounding: random_bits(seed, stream,
+  uint32_t stream = 0;                //   index_offset + i) for element i (flat, C order)
   int sr_bits = kMaxSrBits;
+  // The flat index of x[0] in a larger tensor that is quantized piece by piece: the
+  // pieces' random bits then equal one whole-tensor call's.
+  uint64_t index_offset = 0;
   bool headroom_3_4 = false;           // x * 3/4 before quantizing; see the header comment
   bool flush_subnormal_inputs = false;  // zero float32-subnormal inputs first
   // fp32 scales only: s_enc = max_elem / amax / 2^margin. With `history` (per-tensor
