@@ -1,6 +1,7 @@
 // Bit packing of element codes (packing.hpp).
 #include "lpx/formats/packing.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -34,17 +35,25 @@ size_t packed_size(size_t n, Packing p) {
 
 std::vector<uint8_t> pack(std::span<const uint8_t> codes, Packing p) {
   const size_t n = codes.size();
-  const unsigned limit = p == Packing::nibble ? 16u : p == Packing::six_bit ? 64u : 256u;
-  for (size_t i = 0; i < n; ++i)
-    if (codes[i] >= limit)
-      throw std::invalid_argument("pack: code " + std::to_string(codes[i]) + " at index " +
-                                  std::to_string(i) + " does not fit " +
-                                  std::string(packing_name(p)));
-  std::vector<uint8_t> out(packed_size(n, p), 0);
+  if (p == Packing::byte) return {codes.begin(), codes.end()};
+  const unsigned limit = p == Packing::nibble ? 16u : 64u;
+  // The largest code first, in a loop without an early exit (it vectorizes); the scan for
+  // the offending index runs only when there is one.
+  uint8_t largest = 0;
+  for (size_t i = 0; i < n; ++i) largest = std::max(largest, codes[i]);
+  if (largest >= limit) {
+    const size_t i = static_cast<size_t>(
+        std::find_if(codes.begin(), codes.end(), [&](uint8_t c) { return c >= limit; }) - codes.begin());
+    throw std::invalid_argument("pack: code " + std::to_string(codes[i]) + " at index " +
+                                std::to_string(i) + " does not fit " + std::string(packing_name(p)));
+  }
+  std::vector<uint8_t> out(packed_size(n, p));
   switch (p) {
     case Packing::nibble:
-      for (size_t i = 0; i < n; ++i)
-        out[i / 2] = static_cast<uint8_t>(out[i / 2] | (codes[i] << (4 * (i % 2))));
+      // Each byte written once: code 2k in the low nibble, code 2k + 1 in the high one.
+      for (size_t k = 0; k < n / 2; ++k)
+        out[k] = static_cast<uint8_t>(codes[2 * k] | (codes[2 * k + 1] << 4));
+      if (n % 2 != 0) out[n / 2] = codes[n - 1];
       break;
     case Packing::six_bit:
       for (size_t g = 0; g < (n + 3) / 4; ++g) {
@@ -56,7 +65,7 @@ std::vector<uint8_t> pack(std::span<const uint8_t> codes, Packing p) {
         out[3 * g + 2] = static_cast<uint8_t>(word >> 16);
       }
       break;
-    case Packing::byte: out.assign(codes.begin(), codes.end()); break;
+    case Packing::byte: break;  // returned above
   }
   return out;
 }

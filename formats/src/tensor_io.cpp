@@ -929,12 +929,25 @@ OutputFile::OutputFile(const std::string& path, DType dtype, std::vector<int64_t
   } else if (path.size() >= 12 && path.compare(path.size() - 12, 12, ".safetensors") == 0) {
     prefix = safetensors_prefix({t}, {});
   }
-  if (path == "-") {
+  open(prefix);
+}
+
+OutputFile::OutputFile(const std::string& path, const std::vector<TensorOut>& layout,
+                       const std::vector<std::pair<std::string, std::string>>& metadata)
+    : path_(path) {
+  if (path.size() < 12 || path.compare(path.size() - 12, 12, ".safetensors") != 0)
+    throw std::invalid_argument("OutputFile: several tensors need a .safetensors path, not " + path);
+  for (const TensorOut& t : layout) remaining_ += t.bytes.size();
+  open(safetensors_prefix(layout, metadata));
+}
+
+void OutputFile::open(const std::string& prefix) {
+  if (path_ == "-") {
     fd_ = STDOUT_FILENO;
   } else {
-    tmp_ = fmt::format("{}.tmp.{}", path, ::getpid());
+    tmp_ = fmt::format("{}.tmp.{}", path_, ::getpid());
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd_ < 0) fail(path, fmt::format("cannot create {}: {}", tmp_, std::strerror(errno)));
+    if (fd_ < 0) fail(path_, fmt::format("cannot create {}: {}", tmp_, std::strerror(errno)));
   }
   try {
     write_all(fd_, as_bytes(prefix), path_);

@@ -783,6 +783,36 @@ TEST_CASE("OutputFile writes in pieces the bytes the whole-tensor writers write"
   }
 }
 
+TEST_CASE("OutputFile's several-tensor form writes write_safetensors' bytes") {
+  TempDir dir;
+  std::vector<uint8_t> codes(300);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<float> scales = {0.5f, 2.0f, 8.0f};
+  const std::vector<lpx::TensorOut> tensors = {
+      {"codes", lpx::DType::u8, {300}, std::as_bytes(std::span<const uint8_t>(codes))},
+      {"scales", lpx::DType::f32, {3, 1}, std::as_bytes(std::span<const float>(scales))}};
+  const std::vector<std::pair<std::string, std::string>> meta = {{"format", "e2m1:b32:e8m0"},
+                                                                 {"shape", "300"}};
+  const std::string whole = dir.file("whole.safetensors"), pieces = dir.file("pieces.safetensors");
+  lpx::write_safetensors(whole, tensors, meta);
+  {
+    lpx::OutputFile out(pieces, tensors, meta);
+    out.append(tensors[0].bytes.subspan(0, 100));
+    out.append(tensors[0].bytes.subspan(100));
+    out.append(tensors[1].bytes);
+    out.commit();
+  }
+  CHECK(read_file(pieces) == read_file(whole));
+  {
+    lpx::OutputFile out(dir.file("short.safetensors"), tensors, meta);
+    out.append(tensors[0].bytes);
+    CHECK_THROWS_AS(out.commit(), std::invalid_argument);  // the scales never came
+  }
+  CHECK(!fs::exists(dir.file("short.safetensors")));
+  CHECK_THROWS_AS(lpx::OutputFile(dir.file("two.npy"), tensors, meta), std::invalid_argument);
+  CHECK(!fs::exists(dir.file("two.npy")));
+}
+
 TEST_CASE("OutputFile leaves no file behind unless every byte was appended and committed") {
   TempDir dir;
   const std::vector<float> v(16, 1.5f);

@@ -11,6 +11,7 @@
 
 #include "cli_runner.hpp"
 #include "lpx/formats/block_format.hpp"
+#include "lpx/formats/packing.hpp"
 #include "lpx/formats/quantize.hpp"
 #include "lpx/formats/tensor_io.hpp"
 
@@ -71,10 +72,10 @@ TEST_CASE("lpx quantize --emit values on a raw .f32 equals the library's fake_qu
   CHECK(same_bytes(lpx::to_float32(file.tensors[0]), want));
 }
 
-TEST_CASE("lpx quantize --emit values streams large tensors in pieces equal to one call") {
+TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
   // Over 2^20 elements: the command quantizes pieces of whole blocks (flat runs, rows,
-  // 128-row tiles, slices) keyed by their first flat index; the file must equal the
-  // library's whole-tensor result, sr included.
+  // 128-row tiles, slices) keyed by their first flat index; the values file, and the
+  // packed codes and scales, must equal the library's whole-tensor result, sr included.
   TempDir dir;
   struct Case {
     const char* spec;
@@ -111,8 +112,31 @@ TEST_CASE("lpx quantize --emit values streams large tensors in pieces equal to o
       opt.stream = 3;
     }
     std::vector<float> want(n);
-    lpx::fake_quantize({x, c.shape}, want, lpx::parse_block_format(c.spec), opt);
+    const lpx::BlockFormat f = lpx::parse_block_format(c.spec);
+    const lpx::QuantizedTensor q = lpx::fake_quantize({x, c.shape}, want, f, opt);
     CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
+
+    const std::string packed = (dir / "q.safetensors").string();
+    REQUIRE(run_lpx(std::string("quantize --emit packed --format ") + c.spec + sr + " --shape " +
+                        shape_arg + " " + (dir / "x.f32").string() + " " + packed,
+                    dir)
+                .status == 0);
+    const auto file = lpx::read_tensor_file(packed);
+    REQUIRE(file.tensors.size() == 2);
+    const std::vector<uint8_t> codes = lpx::pack(q.codes, lpx::packing_for_bits(f.element.bits));
+    const auto& got_codes = file.tensors[0].name == "codes" ? file.tensors[0] : file.tensors[1];
+    const auto& got_scales = file.tensors[0].name == "codes" ? file.tensors[1] : file.tensors[0];
+    REQUIRE(got_codes.bytes.size() == codes.size());
+    CHECK(std::memcmp(got_codes.bytes.data(), codes.data(), codes.size()) == 0);
+    CHECK(got_scales.shape == q.scale_shape);
+    const auto scale_bytes = q.scale_codes.empty()
+                                 ? std::as_bytes(std::span<const float>(q.scale_values))
+                                 : std::as_bytes(std::span<const uint8_t>(q.scale_codes));
+    REQUIRE(got_scales.bytes.size() == scale_bytes.size());
+    CHECK(std::memcmp(got_scales.bytes.data(), scale_bytes.data(), scale_bytes.size()) == 0);
+    // And lpx dequantize reads it back (metadata included) to the same values.
+    REQUIRE(run_lpx("dequantize " + packed + " " + (dir / "d.f32").string(), dir).status == 0);
+    CHECK(same_bytes(read_file<float>(dir / "d.f32"), want));
   }
 }
 

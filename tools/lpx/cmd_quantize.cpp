@@ -181,6 +181,70 @@ void quantize_values_streamed(const Input& in, const Pieces& pieces, const Block
   out.commit();
 }
 
+// The __metadata__ of a packed .safetensors file (see the header comment).
+std::vector<std::pair<std::string, std::string>> packed_metadata(const BlockFormat& resolved,
+                                                                 const std::vector<int64_t>& shape,
+                                                                 Packing p, bool headroom) {
+  return {{"format", resolved.spec()},
+          {"shape", shape_text(shape)},
+          {"axis", std::to_string(resolved.block.axis)},
+          {"packing", std::string(packing_name(p))},
+          {"element_bits", std::to_string(resolved.element.bits)},
+          {"headroom_3_4", headroom ? "1" : "0"},
+          {"producer", "lpx quantize"}};
+}
+
+// --emit packed to .safetensors in pieces (as quantize_values_streamed): each piece's
+// codes are packed and appended at once; its scales, a 1/block_len-sized stream, are
+// kept and appended after the codes. Pieces hold a multiple of 8 codes, so that each
+// packs into whole bytes exactly as the whole tensor would.
+void quantize_packed_streamed(const Input& in, const Pieces& pieces, const BlockFormat& f,
+                              const QuantizeOptions& opt, const std::string& path) {
+  const size_t n = in.values.size();
+  const int rank = static_cast<int>(in.shape.size());
+  const Packing p = packing_for_bits(f.element.bits);
+  const size_t granule = static_cast<size_t>(pieces.granule);
+  size_t per_piece = std::max<size_t>(1, (size_t{1} << 20) / granule) * granule;
+  while (per_piece % 8 != 0) per_piece += granule;
+  const std::vector<int64_t> grid = scale_grid_shape(in.shape, f);
+  size_t nscales = 1;
+  for (int64_t d : grid) nscales *= static_cast<size_t>(d);
+  const bool coded = f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
+  BlockFormat resolved = f;  // the axis as quantize() reports it for the whole tensor
+  if (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::channel)
+    resolved.block.axis = f.block.axis < 0 ? f.block.axis + rank : f.block.axis;
+  const auto sized = [](size_t bytes) {  // a layout entry: only the size is read
+    return std::span<const std::byte>(static_cast<const std::byte*>(nullptr), bytes);
+  };
+  const size_t code_bytes = packed_size(n, p);
+  const std::vector<TensorOut> layout = {
+      {"codes", DType::u8, {static_cast<int64_t>(code_bytes)}, sized(code_bytes)},
+      {"scales", coded ? DType::u8 : DType::f32, grid, sized(nscales * (coded ? 1 : 4))}};
+  OutputFile out(path, layout, packed_metadata(resolved, in.shape, p, opt.headroom_3_4));
+  std::vector<uint8_t> scale_codes;
+  std::vector<float> scale_values;
+  for (size_t first = 0; first < n; first += per_piece) {
+    const size_t count = std::min(per_piece, n - first);
+    std::vector<int64_t> shape = in.shape;
+    if (pieces.flat) {
+      shape = {static_cast<int64_t>(count)};
+    } else {
+      shape[0] = static_cast<int64_t>(count) / (static_cast<int64_t>(n) / in.shape[0]);
+    }
+    QuantizeOptions o = opt;
+    o.index_offset = first;
+    const QuantizedTensor q = quantize({in.values.subspan(first, count), shape}, f, o);
+    if (p == Packing::byte) out.append(as_bytes_of(q.codes));  // packed already
+    else out.append(as_bytes_of(pack(q.codes, p)));
+    scale_codes.insert(scale_codes.end(), q.scale_codes.begin(), q.scale_codes.end());
+    scale_values.insert(scale_values.end(), q.scale_values.begin(), q.scale_values.end());
+  }
+  if ((coded ? scale_codes.size() : scale_values.size()) != nscales)
+    throw std::logic_error("quantize_packed_streamed: the pieces' scales do not tile the grid");
+  out.append(coded ? as_bytes_of(scale_codes) : as_bytes_of(scale_values));
+  out.commit();
+}
+
 void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   BlockFormat f = resolve_format(a, cmd);
   QuantizeOptions opt;
@@ -231,6 +295,11 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
     file.commit();
     return;
   }
+  const Pieces pieces = stream_pieces(in.shape, f);
+  if (pieces.granule > 0 && !in.values.empty() && ends_with(a.out, ".safetensors")) {
+    quantize_packed_streamed(in, pieces, f, opt, a.out);
+    return;
+  }
   const QuantizedTensor q = quantize({in.values, in.shape}, f, opt);
   const Packing p = packing_for_bits(q.format.element.bits);
   const std::vector<uint8_t> packed = pack(q.codes, p);
@@ -244,15 +313,7 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   if (ends_with(a.out, ".safetensors")) {
     std::vector<TensorOut> tensors = {codes, scales};
     if (q.tensor_scale) tensors.push_back(tensor_scale);
-    const std::vector<std::pair<std::string, std::string>> meta = {
-        {"format", q.format.spec()},
-        {"shape", shape_text(q.shape)},
-        {"axis", std::to_string(q.format.block.axis)},
-        {"packing", std::string(packing_name(p))},
-        {"element_bits", std::to_string(q.format.element.bits)},
-        {"headroom_3_4", q.headroom_3_4 ? "1" : "0"},
-        {"producer", "lpx quantize"}};
-    write_safetensors(a.out, tensors, meta);
+    write_safetensors(a.out, tensors, packed_metadata(q.format, q.shape, p, q.headroom_3_4));
     return;
   }
   // .npy: three files; remove the ones written if a later one fails.

@@ -112,10 +112,16 @@ void write_raw(const std::string& path, std::span<const std::byte> bytes);
 // which commit() syncs and renames over `path` once every byte of the tensor was
 // appended; an OutputFile destroyed before commit() removes it, so a failed command
 // leaves no file behind. "-" writes stdout.
+//
+// The second form writes a .safetensors file of several tensors (and metadata) the same
+// way: `layout` gives their names, dtypes, shapes and, by bytes.size(), their sizes (the
+// bytes themselves are not read), and the appends then supply their data in that order.
 class OutputFile {
  public:
   OutputFile(const std::string& path, DType dtype, std::vector<int64_t> shape,
              const std::string& name = "values");
+  OutputFile(const std::string& path, const std::vector<TensorOut>& layout,
+             const std::vector<std::pair<std::string, std::string>>& metadata);
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
   ~OutputFile();
@@ -124,6 +130,7 @@ class OutputFile {
   void commit();                                  // fewer: invalid_argument, file removed
 
  private:
+  void open(const std::string& prefix);
   void discard() noexcept;
   std::string path_, tmp_;
   uint64_t remaining_ = 0;
