@@ -79,11 +79,6 @@ HWY_INLINE void EncodeStore(VI bits, VI rnd, Out* p, const EncodeConsts& ec,
   }
 }
 
-// Four vectors of results from in[0, 4N), with random words r0..r3 (sr only). On AVX-512,
-// byte codes are packed four vectors at a time: two 32-to-16 and one 16-to-8 saturating
-// pack (exact: codes are in [0, 255]) leave each 128-bit block holding a 4-byte group of
-// each vector, and one permutation puts them in order: 4 operations for 64 codes instead
-// of 4 per vector.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 template <class Out>
 constexpr bool kPack4 = std::is_same_v<Out, uint8_t>;  // EncodeStore4 stores 4N bytes at once
@@ -92,6 +87,11 @@ template <class Out>
 constexpr bool kPack4 = false;
 #endif
 
+// Four vectors of results from in[0, 4N), with random words r0..r3 (sr only). On AVX-512,
+// byte codes are packed four vectors at a time: two 32-to-16 and one 16-to-8 saturating
+// pack (exact: codes are in [0, 255]) leave each 128-bit block holding a 4-byte group of
+// each vector, and one permutation puts them in order: 4 operations for 64 codes instead
+// of 4 per vector.
 template <Rounding M, bool kInt, bool kFast, class Out>
 HWY_INLINE void EncodeStore4(const float* HWY_RESTRICT in, VI r0, VI r1, VI r2, VI r3,
                              Out* p, const EncodeConsts& ec, const FastConsts& fc,

@@ -35,7 +35,7 @@
 // counter's words, a 64-bit shift, a xor): a third more per word. Round 10 pairs each
 // counter's words in its u64 lane, and two 64-bit interleaves give one counter per 128-bit
 // block, word k of group g in the lane of element 4g + k; the counters sit in the lanes in
-// the order that makes those blocks consecutive groups (PhiloxStart). On AVX-512 (Sapphire
+// the order that makes those blocks consecutive groups (PhiloxBegin). On AVX-512 (Sapphire
 // Rapids), where a Philox-only fill is bound by the two vector ports, it runs ~17% faster
 // per word than with one counter per 4 u32 lanes.
 
@@ -412,8 +412,8 @@ HWY_INLINE void PhiloxLast(const PhiloxChain& c, hn::Vec<DU> m0, hn::Vec<DU> m1,
 // round 1 leaves the words (C0, L1, x2 = hi(M0 g) ^ k1, lo(M0 g)) with
 // C0 = hi(M1 s) ^ hi ^ k0 and L1 = lo(M1 s), and round 2 multiplies the constant C0: its
 // words are (hi(M1 x2) ^ L1 ^ k0', lo(M1 x2), lo(M0 g) ^ hi(M0 C0) ^ k1', lo(M0 C0)).
-// The two rounds cost 6 operations per chain instead of 15. A draw whose groups straddle a new high
-// word takes the scalar Philox (once per 2^34 elements).
+// The two rounds cost 6 operations per chain instead of 15. A draw whose groups straddle
+// a new high word takes the scalar Philox (once per 2^34 elements).
 struct PhiloxLanes {
   hn::Vec<DU64> ga, gb;  // the chains' group numbers (u64 lanes)
   hn::Vec<DU> r2x0, r2x2, r2x3;  // round 2's constants: xored into words 0 and 2; word 3
@@ -463,8 +463,8 @@ HWY_INLINE PhiloxChain PhiloxStart(hn::Vec<DU64> g, const PhiloxLanes& s,
 
 // The words of groups [s.g, s.g + count) in element order, by the scalar Philox: draws
 // that straddle a multiple of 2^32 groups.
-inline HWY_NOINLINE void PhiloxScalarDraw(const PhiloxLanes& s, const PhiloxConsts& p, size_t count,
-                                   uint32_t* HWY_RESTRICT out) {
+inline HWY_NOINLINE void PhiloxScalarDraw(const PhiloxLanes& s, const PhiloxConsts& p,
+                                          size_t count, uint32_t* HWY_RESTRICT out) {
   for (size_t k = 0; k < count; ++k) {
     const uint64_t g = s.g + k;
     const Philox4x32 w = philox4x32_10(

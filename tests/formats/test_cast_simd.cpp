@@ -290,10 +290,12 @@ TEST_CASE("Array casts do not depend on the thread count", "[cast][simd][threads
 
 TEST_CASE("Arrays too large for the caches (non-temporal stores) match the scalar codec",
           "[cast][simd][stream]") {
-  // 8 Mi + 13 float32 in and out: past cast.cpp's 64 MiB threshold for streamed stores.
-  // The output starts one element past an aligned address, so every chunk's vector loop
-  // has to find its own aligned start (and, under sr, one on a Philox block boundary).
-  const size_t n = (size_t{1} << 23) + 13;
+  // 14 Mi + 13 float32: past cast.cpp's 64 MiB threshold for streamed stores (kStreamBytes)
+  // with float outputs and with byte codes (5 bytes per element; on AVX-512 stored 64 at
+  // a time). The outputs start one element past an aligned address, so every chunk's
+  // vector loop has to find its own aligned start (and, under sr, one on a Philox block
+  // boundary).
+  const size_t n = (size_t{14} << 20) + 13;
   std::vector<float> xs(n);
   std::mt19937 rng(11);
   std::normal_distribution<float> g(0.0f, 3.0f);

@@ -127,7 +127,7 @@ Input read_input(const std::string& path, const std::string& shape, const std::s
   return in;
 }
 
-// How `--emit values` streams a tensor through a small buffer: pieces made of whole
+// How the command streams a tensor through a small buffer: pieces made of whole
 // `granule`-element units, each quantized as a tensor of its own (flat: 1-D; else: a
 // few slices along axis 0, the other axes whole) whose blocks are exactly the whole
 // tensor's, with sr keyed by the piece's first flat index (QuantizeOptions::index_offset).
@@ -154,16 +154,15 @@ Pieces stream_pieces(const std::vector<int64_t>& shape, const BlockFormat& f) {
   return {axis == 0 ? 0 : slice, false};
 }
 
-// fake_quantize_values over pieces of about 2^20 elements into one reused buffer, each
-// appended to OUT: no whole-tensor output buffer is allocated, faulted in or copied.
-void quantize_values_streamed(const Input& in, const Pieces& pieces, const BlockFormat& f,
-                              const QuantizeOptions& opt, const std::string& path,
-                              const std::string& name) {
+// Calls fn(piece, options) for pieces of about 2^20 elements (a multiple of `multiple`
+// where whole units allow), in order; options carry the piece's index_offset.
+template <class Fn>
+void for_each_piece(const Input& in, const Pieces& pieces, size_t multiple,
+                    const QuantizeOptions& opt, Fn fn) {
   const size_t n = in.values.size();
   const size_t granule = static_cast<size_t>(pieces.granule);
-  const size_t per_piece = std::max<size_t>(1, (size_t{1} << 20) / granule) * granule;
-  std::vector<float> buffer(std::min(n, per_piece));
-  OutputFile out(path, DType::f32, in.shape, name);
+  size_t per_piece = std::max<size_t>(1, (size_t{1} << 20) / granule) * granule;
+  while (per_piece % multiple != 0) per_piece += granule;
   for (size_t first = 0; first < n; first += per_piece) {
     const size_t count = std::min(per_piece, n - first);
     std::vector<int64_t> shape = in.shape;
@@ -174,10 +173,22 @@ void quantize_values_streamed(const Input& in, const Pieces& pieces, const Block
     }
     QuantizeOptions o = opt;
     o.index_offset = first;
-    const std::span<float> piece(buffer.data(), count);
-    fake_quantize_values({in.values.subspan(first, count), shape}, piece, f, o);
-    out.append(std::as_bytes(piece));
+    fn(TensorView<const float>{in.values.subspan(first, count), shape}, o);
   }
+}
+
+// fake_quantize_values piece by piece into one reused buffer, each piece appended to
+// OUT: no whole-tensor output buffer is allocated, faulted in or copied.
+void quantize_values_streamed(const Input& in, const Pieces& pieces, const BlockFormat& f,
+                              const QuantizeOptions& opt, const std::string& path,
+                              const std::string& name) {
+  std::vector<float> buffer;
+  OutputFile out(path, DType::f32, in.shape, name);
+  for_each_piece(in, pieces, 1, opt, [&](TensorView<const float> x, const QuantizeOptions& o) {
+    buffer.resize(x.data.size());
+    fake_quantize_values(x, buffer, f, o);
+    out.append(as_bytes_of(buffer));
+  });
   out.commit();
 }
 
@@ -194,18 +205,14 @@ std::vector<std::pair<std::string, std::string>> packed_metadata(const BlockForm
           {"producer", "lpx quantize"}};
 }
 
-// --emit packed to .safetensors in pieces (as quantize_values_streamed): each piece's
-// codes are packed and appended at once; its scales, a 1/block_len-sized stream, are
-// kept and appended after the codes. Pieces hold a multiple of 8 codes, so that each
-// packs into whole bytes exactly as the whole tensor would.
+// --emit packed to .safetensors piece by piece: each piece's codes are packed and
+// appended at once; its scales, a 1/block-size stream, are kept and appended after the
+// codes. Pieces hold a multiple of 8 codes, so that each packs into whole bytes exactly
+// as the whole tensor would.
 void quantize_packed_streamed(const Input& in, const Pieces& pieces, const BlockFormat& f,
                               const QuantizeOptions& opt, const std::string& path) {
-  const size_t n = in.values.size();
   const int rank = static_cast<int>(in.shape.size());
   const Packing p = packing_for_bits(f.element.bits);
-  const size_t granule = static_cast<size_t>(pieces.granule);
-  size_t per_piece = std::max<size_t>(1, (size_t{1} << 20) / granule) * granule;
-  while (per_piece % 8 != 0) per_piece += granule;
   const std::vector<int64_t> grid = scale_grid_shape(in.shape, f);
   size_t nscales = 1;
   for (int64_t d : grid) nscales *= static_cast<size_t>(d);
@@ -216,29 +223,20 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
   const auto sized = [](size_t bytes) {  // a layout entry: only the size is read
     return std::span<const std::byte>(static_cast<const std::byte*>(nullptr), bytes);
   };
-  const size_t code_bytes = packed_size(n, p);
+  const size_t code_bytes = packed_size(in.values.size(), p);
   const std::vector<TensorOut> layout = {
       {"codes", DType::u8, {static_cast<int64_t>(code_bytes)}, sized(code_bytes)},
       {"scales", coded ? DType::u8 : DType::f32, grid, sized(nscales * (coded ? 1 : 4))}};
   OutputFile out(path, layout, packed_metadata(resolved, in.shape, p, opt.headroom_3_4));
   std::vector<uint8_t> scale_codes;
   std::vector<float> scale_values;
-  for (size_t first = 0; first < n; first += per_piece) {
-    const size_t count = std::min(per_piece, n - first);
-    std::vector<int64_t> shape = in.shape;
-    if (pieces.flat) {
-      shape = {static_cast<int64_t>(count)};
-    } else {
-      shape[0] = static_cast<int64_t>(count) / (static_cast<int64_t>(n) / in.shape[0]);
-    }
-    QuantizeOptions o = opt;
-    o.index_offset = first;
-    const QuantizedTensor q = quantize({in.values.subspan(first, count), shape}, f, o);
+  for_each_piece(in, pieces, 8, opt, [&](TensorView<const float> x, const QuantizeOptions& o) {
+    const QuantizedTensor q = quantize(x, f, o);
     if (p == Packing::byte) out.append(as_bytes_of(q.codes));  // packed already
     else out.append(as_bytes_of(pack(q.codes, p)));
     scale_codes.insert(scale_codes.end(), q.scale_codes.begin(), q.scale_codes.end());
     scale_values.insert(scale_values.end(), q.scale_values.begin(), q.scale_values.end());
-  }
+  });
   if ((coded ? scale_codes.size() : scale_values.size()) != nscales)
     throw std::logic_error("quantize_packed_streamed: the pieces' scales do not tile the grid");
   out.append(coded ? as_bytes_of(scale_codes) : as_bytes_of(scale_values));
