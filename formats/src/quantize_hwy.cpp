@@ -210,6 +210,20 @@ HWY_INLINE void FlushCounts(LaneCounts& lc, QuantizeStats& st) {
   lc.pending = 0;
 }
 
+// Records `vectors` more vectors counted in the lanes; flushes long before a lane could
+// overflow.
+HWY_INLINE void CountVectors(LaneCounts& lc, QuantizeStats& st, int64_t vectors) {
+  lc.pending += vectors;
+  if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+}
+
+// A kernel's last flush and its statistics into the totals.
+HWY_INLINE void FinishCounts(LaneCounts& lc, QuantizeStats& st, qd::BlockTotals& t) {
+  FlushCounts(lc, st);
+  t.saturated += st.saturated;
+  t.flushed += st.flushed;
+}
+
 // Float32 bits of 2^(X - 126), or 0 below float32's subnormals: with power-of-two scales
 // y = x'' * 2^-X lies at or below FLT_MIN (where the reference rounds to odd, and where
 // a nonzero x'' can underflow to 0) exactly when 0 < |x''| <= 2^(X - 126).
@@ -347,8 +361,28 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
     CastVec<M, kInt, kPow2, kFast>(job, k, i0 + static_cast<int64_t>(c), cnt,
                                    LoadBits(job.x + i0 + c, cnt, N), r, bv, s, lc, st);
   }
-  lc.pending += static_cast<int64_t>((n + N - 1) / N);
-  if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+  CountVectors(lc, st, static_cast<int64_t>((n + N - 1) / N));
+}
+
+// The vpb whole vectors of a contiguous block at flat index `base` under its scale (the
+// cast half of the contiguous loops below); rnd holds the words of the elements from
+// flat index rnd_first on (sr only).
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
+HWY_INLINE void CastBlockVectors(const qd::BlockJob& job, const BlockConsts& k, int64_t base,
+                                 int64_t vpb, const uint32_t* HWY_RESTRICT rnd, int64_t rnd_first,
+                                 const BlockVecs& bv, const qd::BlockScale& s, LaneCounts& lc,
+                                 QuantizeStats& st) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  for (int64_t j = 0; j < vpb; ++j) {
+    const int64_t i = base + j * static_cast<int64_t>(N);
+    VI r = hn::Zero(di);
+    if constexpr (M == Rounding::sr)
+      r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + (i - rnd_first)));
+    CastVec<M, kInt, kPow2, kFast>(job, k, i, N, hn::BitCast(di, hn::LoadU(DF(), job.x + i)), r,
+                                   bv, s, lc, st);
+  }
+  CountVectors(lc, st, vpb);
 }
 
 // Blocks per sub-group: pass 1 (amax and scale, with calls into the scalar block_scale)
@@ -418,22 +452,11 @@ void QuantizeContiguousPow2T(const qd::BlockJob& job, int64_t b0, int64_t b1,
       if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
       else job.scale_values[b] = s.dec;
       const BlockVecs bv = MakeBlockVecs<true>(k, s, pow2f(-s.exponent), qd::stored_dec(s, ctx.f->scale));
-      for (int64_t j = 0; j < vpb; ++j) {
-        const int64_t i = base + j * static_cast<int64_t>(N);
-        VI r = hn::Zero(di);
-        if constexpr (M == Rounding::sr)
-          r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + (i - c0 * L)));
-        CastVec<M, kInt, true, kFast>(job, k, i, N, hn::BitCast(di, hn::LoadU(DF(), job.x + i)), r,
-                                      bv, s, lc, st);
-      }
-      lc.pending += vpb;
-      if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+      CastBlockVectors<M, kInt, true, kFast>(job, k, base, vpb, rnd, c0 * L, bv, s, lc, st);
     }
   }
-  FlushCounts(lc, st);
+  FinishCounts(lc, st, t);
   t.finite_max = std::max(t.finite_max, finite_max);
-  t.saturated += st.saturated;
-  t.flushed += st.flushed;
 }
 
 // NVFP4 (e4m3 block scales under a tensor scale) in the same layout as the MX loop above,
@@ -489,22 +512,11 @@ void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
       if (s.clamped) ++t.clamped;
       job.scale_codes[b] = s.code;
       const BlockVecs bv = MakeBlockVecs<false>(k, s, s.enc, s.dec);
-      for (int64_t j = 0; j < vpb; ++j) {
-        const int64_t i = b * L + j * static_cast<int64_t>(N);
-        VI r = hn::Zero(di);
-        if constexpr (M == Rounding::sr)
-          r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + (i - c0 * L)));
-        CastVec<M, kInt, false, kFast>(job, k, i, N, hn::BitCast(di, hn::LoadU(DF(), job.x + i)),
-                                       r, bv, s, lc, st);
-      }
-      lc.pending += vpb;
-      if (lc.pending > (int64_t{1} << 28)) FlushCounts(lc, st);
+      CastBlockVectors<M, kInt, false, kFast>(job, k, b * L, vpb, rnd, c0 * L, bv, s, lc, st);
     }
   }
-  FlushCounts(lc, st);
+  FinishCounts(lc, st, t);
   t.finite_max = std::max(t.finite_max, finite_max);
-  t.saturated += st.saturated;
-  t.flushed += st.flushed;
 }
 
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
@@ -659,9 +671,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
     }
     bg += cnt;
   }
-  FlushCounts(lc, st);
-  t.saturated += st.saturated;
-  t.flushed += st.flushed;
+  FinishCounts(lc, st, t);
 }
 
 // out[r * cols + c] = random_bits(seed, stream, first + r * stride + c): the words of a
