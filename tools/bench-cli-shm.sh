@@ -50,4 +50,6 @@ row "cast --to e4m3 --round sr (codes)" 4 1 "$LPX" cast --to e4m3 --round sr --t
 row "cast --to e4m3 --emit values" 4 4 "$LPX" cast --to e4m3 --emit values --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/y.f32"
 row "quantize mxfp8_e4m3 (values)" 4 4 "$LPX" quantize --format mxfp8_e4m3 --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/q.f32"
 row "quantize mxfp4 (values)" 4 4 "$LPX" quantize --format mxfp4 --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/q.f32"
+row "quantize nvfp4 (values)" 4 4 "$LPX" quantize --format nvfp4 --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/q.f32"
+row "quantize fp8_tensor (values)" 4 4 "$LPX" quantize --format fp8_tensor --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/q.f32"
 row "quantize mxfp8_e4m3 --emit packed" 4 1 "$LPX" quantize --format mxfp8_e4m3 --emit packed --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/q.safetensors"

@@ -17,6 +17,7 @@
 #include "lpx/formats/codec.hpp"
 #include "lpx/numerics/float_bits.hpp"
 #include "lpx/numerics/philox.hpp"
+#include "codec_simd.hpp"
 #include "quantize_internal.hpp"
 
 namespace lpx {
@@ -238,6 +239,13 @@ Amax simd_tensor_amax(const BlockJob& job, int64_t numel, int threads, bool para
   return total;
 }
 
+Amax given_amax(const TensorAmax& t) {
+  Amax a;
+  a.all = t.all_bits;
+  a.finite = t.finite_bits;
+  return a;
+}
+
 int64_t block_elems(const Layout& L) {
   int64_t n = 1;
   for (size_t d = 0; d < L.ext.size(); ++d) n *= std::min(L.ext[d], std::max<int64_t>(L.shape[d], 1));
@@ -309,11 +317,11 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
   q.headroom_3_4 = opt.headroom_3_4;
   const bool simd = !g_force_scalar.load(std::memory_order_relaxed) &&
                     simd_supported(format, L, opt);
-  const bool simd_axis0 = !simd && !g_force_scalar.load(std::memory_order_relaxed) &&
-                          simd_axis0_supported(format, L, opt);
+  const bool simd_strided = !simd && !g_force_scalar.load(std::memory_order_relaxed) &&
+                            simd_strided_supported(format, L, opt);
   const bool simd_tensor = !g_force_scalar.load(std::memory_order_relaxed) &&
                            simd_tensor_supported(format, L, opt);
-  skip_codes = skip_codes && (simd || simd_axis0 || simd_tensor) && out != nullptr;
+  skip_codes = skip_codes && (simd || simd_strided || simd_tensor) && out != nullptr;
   if (!skip_codes) q.codes.assign(static_cast<size_t>(L.numel), 0);
   const bool coded_scale = format.scale == ScaleFormat::e8m0 || format.scale == ScaleFormat::e4m3;
   const size_t nb = static_cast<size_t>(L.nblocks);
@@ -331,6 +339,12 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
   const int threads = thread_count(opt.threads);
   const bool per_tensor = format.block.kind == BlockShape::Kind::tensor;
   const bool parallel = L.numel >= kParallelMin && threads > 1;
+  // The amax tensor-wide scales come from: the caller's when x is a piece of a larger
+  // tensor, else pass 1 over x.
+  const auto whole_amax = [&](const BlockJob& job) {
+    return opt.whole_tensor_amax ? given_amax(*opt.whole_tensor_amax)
+                                 : simd_tensor_amax(job, L.numel, threads, parallel);
+  };
 
   if (simd) {
     BlockJob job = make_job(L);
@@ -344,7 +358,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     if (format.two_level()) {
       // Pass 1: the tensor amax, which every block scale needs before any cast. Pass 2
       // takes each block's amax again, from L1 (cheaper than storing them all).
-      const float amax_t = bits_to_float(simd_tensor_amax(job, L.numel, threads, parallel).finite);
+      const float amax_t = bits_to_float(whole_amax(job).finite);
       set_tensor_scale(amax_t, ctx, q);
       q.amax = amax_t;
     }
@@ -372,7 +386,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     job.codes = codes;
     job.out = out;
     job.ctx = &ctx;
-    const Amax total = simd_tensor_amax(job, L.numel, threads, parallel);
+    const Amax total = whole_amax(job);
     q.amax = bits_to_float(total.finite);
     if (format.two_level()) set_tensor_scale(q.amax, ctx, q);
     const BlockScale s = block_scale(total, ctx);
@@ -398,44 +412,47 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     fused = out != nullptr;
     return q;
   }
-  if (simd_axis0) {
-    // Blocks along axis 0 of a 2-D tensor: per unit (one block row rb, W columns), the
+  if (simd_strided) {
+    // Blocks along a non-last axis: per unit (slab o, block row rb, W columns), the
     // R_b x W tile is transposed into a buffer whose rows are the unit's blocks, cast by
     // the last-axis kernel, and its values (and codes) transposed back.
-    const int64_t R = L.shape[0], C = L.shape[1], Lb = L.ext[0];
-    const int64_t W = std::max<int64_t>(16, int64_t{8192} / std::max<int64_t>(Lb, 1));
-    const int64_t chunks = (C + W - 1) / W, units = L.grid[0] * chunks;
+    const StridedView v = strided_view(L);
+    const int64_t R = v.R, C = v.C, Lb = v.Lb, W = std::min(v.W, C);
+    const int64_t chunks = (C + W - 1) / W, units = v.outer * v.G * chunks;
+    const size_t tile = static_cast<size_t>(std::min(Lb, R) * W);
     const bool sr = opt.round == Rounding::sr;
     if (format.two_level()) {
       BlockJob whole;
       whole.x = xp;
       whole.ctx = &ctx;
-      q.amax = bits_to_float(simd_tensor_amax(whole, L.numel, threads, parallel).finite);
+      q.amax = bits_to_float(whole_amax(whole).finite);
       set_tensor_scale(q.amax, ctx, q);
     }
     uint32_t finite_max = 0;
     int64_t clamped = 0, saturated = 0, flushed = 0;
 #pragma omp parallel num_threads(threads) if (parallel)
     {
-      std::vector<float> in(static_cast<size_t>(Lb * W)), vals;
+      std::vector<float> in(tile), vals;
       std::vector<uint8_t> cbuf;
       // sr: the tile's random words drawn in the tensor's order, then transposed with it.
       std::vector<uint32_t> rows_rnd, rnd;
       if (sr) {
-        rows_rnd.resize(in.size());
-        rnd.resize(in.size());
+        rows_rnd.resize(tile);
+        rnd.resize(tile);
       }
-      if (out != nullptr) vals.resize(in.size());
-      if (codes != nullptr) cbuf.resize(in.size());
+      if (out != nullptr) vals.resize(tile);
+      if (codes != nullptr) cbuf.resize(tile);
       std::vector<uint8_t> sc(static_cast<size_t>(W));
       std::vector<float> sv(static_cast<size_t>(W));
       BlockTotals mine;
 #pragma omp for schedule(static)
       for (int64_t u = 0; u < units; ++u) {
-        const int64_t rb = u / chunks, c0 = (u % chunks) * W;
+        const int64_t slab_row = u / chunks, c0 = (u % chunks) * W;  // slab_row = o * G + rb
+        const int64_t o = slab_row / v.G, rb = slab_row % v.G;
         const int64_t r0 = rb * Lb, nr = std::min(Lb, R - r0), nc = std::min(W, C - c0);
+        const int64_t first = (o * R + r0) * C + c0;  // flat index of the tile's (0, 0)
         for (int64_t r = 0; r < nr; ++r) {
-          const float* src = xp + (r0 + r) * C + c0;
+          const float* src = xp + first + r * C;
           for (int64_t c = 0; c < nc; ++c) in[static_cast<size_t>(c * nr + r)] = src[c];
         }
         BlockJob job;
@@ -446,7 +463,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
         job.x = in.data();
         job.ctx = &ctx;
         if (sr) {
-          simd_random_rows(job, rows_rnd.data(), nr, nc, static_cast<uint64_t>(r0 * C + c0), C);
+          simd_random_rows(job, rows_rnd.data(), nr, nc, static_cast<uint64_t>(first), C);
           for (int64_t r = 0; r < nr; ++r)
             for (int64_t c = 0; c < nc; ++c)
               rnd[static_cast<size_t>(c * nr + r)] = rows_rnd[static_cast<size_t>(r * nc + c)];
@@ -458,12 +475,12 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
         else job.scale_values = sv.data();
         simd_quantize_blocks(job, 0, nc, mine);
         for (int64_t c = 0; c < nc; ++c) {
-          const size_t b = static_cast<size_t>(rb * C + c0 + c);
+          const size_t b = static_cast<size_t>(slab_row * C + c0 + c);
           if (coded_scale) q.scale_codes[b] = sc[static_cast<size_t>(c)];
           else q.scale_values[b] = sv[static_cast<size_t>(c)];
         }
         for (int64_t r = 0; r < nr; ++r) {
-          const int64_t d = (r0 + r) * C + c0;
+          const int64_t d = first + r * C;
           if (out != nullptr)
             for (int64_t c = 0; c < nc; ++c) out[d + c] = vals[static_cast<size_t>(c * nr + r)];
           if (codes != nullptr)
@@ -528,6 +545,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
     for (int64_t u = 0; u < units; ++u) amax[static_cast<size_t>(u)] = block_amax(xp, unit_box(u), opt);
     Amax total;
     for (const Amax& a : amax) total.merge(a);
+    if (opt.whole_tensor_amax) total = given_amax(*opt.whole_tensor_amax);
     q.amax = bits_to_float(total.finite);
     if (format.two_level()) set_tensor_scale(bits_to_float(total.finite), ctx, q);
     std::vector<BlockScale> scales;
@@ -557,6 +575,45 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
 }
 
 }  // namespace
+
+TensorAmax tensor_amax(TensorView<const float> x, const BlockFormat& format,
+                       const QuantizeOptions& opt) {
+  validate(format);
+  const Layout L = make_layout(x.shape, format);
+  if (static_cast<int64_t>(x.data.size()) != L.numel)
+    throw std::invalid_argument(fmt::format(
+        "tensor_amax: the shape has {} elements but the data has {}", L.numel, x.data.size()));
+  const int threads = thread_count(opt.threads);
+  const bool parallel = L.numel >= kParallelMin && threads > 1;
+  Amax total;
+  if (!g_force_scalar.load(std::memory_order_relaxed) &&
+      simd::detail::vectorizable(format.element, element_cast_options(opt))) {
+    Context ctx;
+    ctx.f = &format;
+    ctx.lim = limits_of(format.element);
+    ctx.opt = opt;
+    BlockJob job;
+    job.x = x.data.data();
+    job.ctx = &ctx;
+    total = simd_tensor_amax(job, L.numel, threads, parallel);
+  } else {
+    const int64_t units = (L.numel + kChunk - 1) / kChunk;
+#pragma omp parallel num_threads(threads) if (parallel)
+    {
+      Amax mine;
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; ++u) {
+        Box b;
+        b.base = u * kChunk;
+        b.cols = std::min(kChunk, L.numel - b.base);
+        mine.merge(block_amax(x.data.data(), b, opt));
+      }
+#pragma omp critical(lpx_quantize_merge)
+      total.merge(mine);
+    }
+  }
+  return TensorAmax{total.all, total.finite};
+}
 
 QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
                          const QuantizeOptions& opt) {
@@ -616,18 +673,20 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
                            nullptr, dec);
     return;
   }
-  if (simd_ok && simd_axis0_supported(f, L, QuantizeOptions{})) {
-    // Blocks along axis 0 of a 2-D tensor: row r's decode multipliers are block row
-    // r / Lb of the scale grid, contiguous over the columns.
-    const int64_t R = L.shape[0], C = L.shape[1], Lb = L.ext[0];
+  if (simd_ok && simd_strided_supported(f, L, QuantizeOptions{})) {
+    // Blocks along a non-last axis: row r of a slab takes block row r / Lb of the slab's
+    // scales, contiguous over the columns.
+    const StridedView v = strided_view(L);
+    const int64_t rows = v.outer * v.G;  // block rows, over all slabs
 #pragma omp parallel num_threads(nt) if (parallel)
     {
-      std::vector<float> decs(static_cast<size_t>(C));
+      std::vector<float> decs(static_cast<size_t>(v.C));
 #pragma omp for schedule(static)
-      for (int64_t rb = 0; rb < L.grid[0]; ++rb) {
-        for (int64_t c = 0; c < C; ++c) decs[static_cast<size_t>(c)] = block_dec(rb * C + c);
-        simd_dequantize_rows(rows_job, rb * Lb * C, std::min(Lb, R - rb * Lb), C, decs.data(),
-                             1.0f);
+      for (int64_t br = 0; br < rows; ++br) {
+        const int64_t slab = br / v.G, r0 = (br % v.G) * v.Lb;
+        for (int64_t c = 0; c < v.C; ++c) decs[static_cast<size_t>(c)] = block_dec(br * v.C + c);
+        simd_dequantize_rows(rows_job, (slab * v.R + r0) * v.C, std::min(v.Lb, v.R - r0), v.C,
+                             decs.data(), 1.0f);
       }
     }
     return;

@@ -821,7 +821,7 @@ void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
 }
 
 // dequantize() of the rows x cols run from flat index i0 (row-major, contiguous): element
-// (r, c) is decoded and multiplied by decs[c] (blocks along axis 0: one block row's
+// (r, c) is decoded and multiplied by decs[c] (strided blocks: one block row's
 // scales), or by dec when decs is null (per-tensor scales).
 void DequantizeRows(const qd::BlockJob* job, int64_t i0, int64_t rows, int64_t cols,
                     const float* decs, float dec) {
@@ -937,8 +937,23 @@ bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const Quantize
          simd::detail::vectorizable(f.element, element_cast_options(opt));
 }
 
-bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
-  if (L.kind != BlockShape::Kind::vector || L.shape.size() != 2 || L.col_axis != 0) return false;
+StridedView strided_view(const Layout& L) {
+  StridedView v;
+  const size_t a = static_cast<size_t>(L.col_axis);
+  for (size_t d = 0; d < a; ++d) v.outer *= L.shape[d];
+  v.R = L.shape[a];
+  for (size_t d = a + 1; d < L.shape.size(); ++d) v.C *= L.shape[d];
+  v.Lb = L.ext[a];
+  v.G = L.grid[a];
+  v.W = std::max<int64_t>(16, int64_t{8192} / std::max<int64_t>(v.Lb, 1));
+  return v;
+}
+
+bool simd_strided_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
+  if (L.kind != BlockShape::Kind::vector && L.kind != BlockShape::Kind::channel) return false;
+  if (L.col_axis < 0 || L.col_axis == static_cast<int>(L.shape.size()) - 1) return false;
+  const StridedView v = strided_view(L);
+  if (std::min(v.Lb, v.R) * std::min(v.W, v.C) > (int64_t{1} << 20)) return false;
   return opt.history == nullptr && simd::detail::vectorizable(f.element, element_cast_options(opt));
 }
 

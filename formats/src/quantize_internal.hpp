@@ -168,11 +168,23 @@ struct BlockTotals {
 
 // Whether the SIMD kernels take this quantization (format, layout and options).
 bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
-// Whether the axis-0 path takes it: a 2-D tensor with 1xN blocks along axis 0. Tiles of
-// whole column blocks are transposed into a buffer, run through the last-axis kernel,
-// and transposed back: every element sees the same value and block scale, and under sr
-// the random word of its original flat index (simd_random_rows, job.rnd).
-bool simd_axis0_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
+// Blocks along an axis other than the last (1xN along a middle axis or axis 0, and
+// per-channel blocks off the last axis): the tensor is viewed as outer x R x C, R the
+// block axis and C the product of the axes after it, so every block is a column of one
+// R x C slab with elements C apart.
+struct StridedView {
+  int64_t outer = 1, R = 0, C = 1;  // the view's extents
+  int64_t Lb = 0, G = 0;            // block length along R and blocks per column
+  // Columns per work unit: whole blocks adding up to about 8 Ki elements, at least 16.
+  int64_t W = 0;
+};
+StridedView strided_view(const Layout& L);
+// Whether the strided path takes it. Tiles of whole column blocks are transposed into a
+// buffer, run through the last-axis kernel, and transposed back: every element sees the
+// same value and block scale, and under sr the random word of its original flat index
+// (simd_random_rows, job.rnd). Refused when one unit's buffer would pass 2^20 elements
+// (per-channel blocks along a very long axis), which the scalar path then takes.
+bool simd_strided_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
 // Scale, cast (and with job.out, dequantize) blocks [b0, b1); stores scales and codes.
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t);
 // Whether per-tensor blocks take the SIMD kernels (simd_range_amax, simd_quantize_range).
@@ -191,7 +203,7 @@ void simd_quantize_range(const BlockJob& job, int64_t i0, int64_t n, const Block
 // dequantize() of blocks [b0, b1): codes -> out with the stored scales.
 void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1);
 // dequantize() of a rows x cols row-major run from flat index i0 whose column c has the
-// decode multiplier decs[c] (axis-0 blocks: one block row), or dec for every element
+// decode multiplier decs[c] (strided blocks: one block row of a slab), or dec for every element
 // when decs is null (per-tensor scales).
 void simd_dequantize_rows(const BlockJob& job, int64_t i0, int64_t rows, int64_t cols,
                           const float* decs, float dec);

@@ -34,6 +34,9 @@ void check_quantize_options(const QuantizeOptions& opt, const char* what) {
   if (opt.history != nullptr)
     throw std::invalid_argument(std::string("lpx::kernels::") + what +
                                 ": delayed scaling (amax history) is CPU-only");
+  if (opt.whole_tensor_amax)
+    throw std::invalid_argument(std::string("lpx::kernels::") + what +
+                                ": a given whole-tensor amax (streamed pieces) is CPU-only");
 }
 
 // (rows, cols) of a host tensor of rank 1 or 2 whose data has `size` elements.

@@ -3,8 +3,9 @@
 // compiled in and this CPU supports: MX presets (e8m0, every scale rule), pow2 and fp32
 // scales, NVFP4 (1-D and 16x16), per-tensor scales (with and without an amax history),
 // integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
-// sr; ragged shapes and odd block counts, both axes (axis 0 of 2-D tensors takes the
-// transposing axis-0 path, sr and NVFP4 included), NaN/Inf blocks, zero blocks, float32
+// sr; ragged shapes and odd block counts, every axis (blocks along axis 0 or a middle
+// axis, per-channel blocks included, take the transposing strided path, sr and NVFP4
+// included), NaN/Inf blocks, zero blocks, float32
 // subnormals, blocks whose scales clamp,
 // the 3/4 headroom and the subnormal flush, ieee overflow. Codes, scales, the tensor
 // scale, amax, statistics and the dequantized values must all match, for quantize,
@@ -154,7 +155,8 @@ const std::vector<std::string>& specs() {
 
 void check_all_on_current_target() {
   const std::vector<std::vector<int64_t>> shapes = {
-      {1000}, {17}, {3, 97}, {64, 33}, {5, 32}, {2, 3, 40}, {31, 16}, {1}};
+      {1000}, {17}, {3, 97}, {64, 33}, {5, 32}, {2, 3, 40}, {31, 16}, {1}, {3, 37, 5},
+      {2, 40, 3, 2}};
   uint32_t seed = 1;
   for (const std::string& spec : specs()) {
     for (const auto& shape : shapes) {
@@ -167,7 +169,9 @@ void check_all_on_current_target() {
         for (float& v : x)
           if (!std::isfinite(v)) v = 1.5f;
       }
-      for (int axis : {-1, 0}) {
+      std::vector<int> axes = {-1, 0};
+      for (int a = 1; a + 1 < static_cast<int>(shape.size()); ++a) axes.push_back(a);
+      for (int axis : axes) {
         for (Rounding r : {Rounding::rne, Rounding::rtz, Rounding::sr, Rounding::rna,
                            Rounding::rup, Rounding::rdn}) {
           QuantizeOptions o;
@@ -246,6 +250,18 @@ TEST_CASE("SIMD block quantization does not depend on the thread count",
       require_same_values(out1, out2);
       check_case(spec, shape, -1, o, x);  // the scalar reference, 2 threads
       check_case(spec, shape, 0, o, x);   // blocks along axis 0 (the transposing path)
+      // Blocks along the middle axis of a 3-D tensor (the strided path over 7 slabs).
+      const std::vector<int64_t> shape3 = {7, 43, 257};
+      BlockFormat f3 = f;
+      f3.block.axis = 1;
+      const lpx::TensorView<const float> view3{std::span<const float>(x), shape3};
+      o.threads = 1;
+      const QuantizedTensor c = lpx::fake_quantize(view3, out1, f3, o);
+      o.threads = 2;
+      const QuantizedTensor d = lpx::fake_quantize(view3, out2, f3, o);
+      require_same(c, d);
+      require_same_values(out1, out2);
+      check_case(spec, shape3, 1, o, x);
     }
   }
 }
@@ -253,42 +269,70 @@ TEST_CASE("SIMD block quantization does not depend on the thread count",
 TEST_CASE("Quantizing pieces of rows with index_offset equals one whole-tensor call",
           "[quantize][simd][sr]") {
   // What `lpx quantize` relies on to stream a tensor through a small buffer: stochastic
-  // rounding keyed by index_offset + the flat index within the piece. Both the SIMD path
-  // and the scalar reference.
+  // rounding keyed by index_offset + the flat index within the piece, and for tensor-wide
+  // scales (per-tensor blocks, NVFP4's tensor scale) the whole tensor's amax given in
+  // whole_tensor_amax. Both the SIMD path and the scalar reference; the data with its
+  // NaN/Inf blocks (a NaN per-tensor scale) and made finite.
   const int64_t rows = 40, cols = 256;
-  const std::vector<float> x = make_data(static_cast<size_t>(rows * cols), 11);
+  const std::vector<float> data = make_data(static_cast<size_t>(rows * cols), 11);
+  const std::vector<float> finite = [&] {
+    std::vector<float> v = data;
+    for (float& e : v)
+      if (!std::isfinite(e)) e = -2.5f;
+    return v;
+  }();
   for (const bool scalar : {false, true}) {
     lpx::quantize_testing::force_scalar(scalar);
-    for (const std::string spec : {"mxfp8_e4m3", "mxfp4", "fp8_block128"}) {
+    for (const std::string spec :
+         {"mxfp8_e4m3", "mxfp4", "fp8_block128", "nvfp4", "fp8_tensor", "e2m1:tensor:e4m3"}) {
       const BlockFormat f = lpx::parse_block_format(spec);
-      QuantizeOptions o;
-      o.round = Rounding::sr;
-      o.seed = 9;
-      o.stream = 2;
-      std::vector<float> whole(x.size());
-      const QuantizedTensor w = lpx::fake_quantize(
-          {std::span<const float>(x), std::vector<int64_t>{rows, cols}}, whole, f, o);
-      bool unkeyed_differs = false;
-      for (int64_t r0 = 0; r0 < rows; r0 += 15) {  // pieces of 15, 15 and 10 rows
-        const int64_t n = std::min<int64_t>(15, rows - r0);
-        const size_t first = static_cast<size_t>(r0 * cols), count = static_cast<size_t>(n * cols);
-        const std::span<const float> piece(x.data() + first, count);
-        QuantizeOptions po = o;
-        po.index_offset = first;
-        std::vector<float> out(count), unkeyed(count);
-        const QuantizedTensor q = lpx::fake_quantize({piece, std::vector<int64_t>{n, cols}}, out, f, po);
-        INFO(spec << (scalar ? " scalar" : " simd") << ", rows from " << r0);
-        for (size_t i = 0; i < count; ++i) {
-          INFO("element " << first + i);
-          REQUIRE(q.codes[i] == w.codes[first + i]);
-          REQUIRE(bits_of(out[i]) == bits_of(whole[first + i]));
+      const bool tensor_wide = f.two_level() || f.block.kind == lpx::BlockShape::Kind::tensor;
+      for (const std::vector<float>* xs : {&data, &finite}) {
+        const std::vector<float>& x = *xs;
+        QuantizeOptions o;
+        o.round = Rounding::sr;
+        o.seed = 9;
+        o.stream = 2;
+        std::vector<float> whole(x.size());
+        const std::vector<int64_t> shape = {rows, cols};
+        const lpx::TensorView<const float> all{std::span<const float>(x), shape};
+        const QuantizedTensor w = lpx::fake_quantize(all, whole, f, o);
+        const size_t nscales = std::max(w.scale_codes.size(), w.scale_values.size());
+        bool unkeyed_differs = false;
+        for (int64_t r0 = 0; r0 < rows; r0 += 15) {  // pieces of 15, 15 and 10 rows
+          const int64_t n = std::min<int64_t>(15, rows - r0);
+          const size_t first = static_cast<size_t>(r0 * cols), count = static_cast<size_t>(n * cols);
+          const std::span<const float> piece(x.data() + first, count);
+          QuantizeOptions po = o;
+          po.index_offset = first;
+          if (tensor_wide) po.whole_tensor_amax = lpx::tensor_amax(all, f, o);
+          std::vector<float> out(count), unkeyed(count);
+          const QuantizedTensor q =
+              lpx::fake_quantize({piece, std::vector<int64_t>{n, cols}}, out, f, po);
+          INFO(spec << (scalar ? " scalar" : " simd") << (xs == &data ? "" : " finite")
+                    << ", rows from " << r0);
+          for (size_t i = 0; i < count; ++i) {
+            INFO("element " << first + i);
+            REQUIRE(q.codes[i] == w.codes[first + i]);
+            REQUIRE(bits_of(out[i]) == bits_of(whole[first + i]));
+          }
+          // The piece's scales are its rows' run of the whole grid (per-tensor: the one).
+          const size_t s0 = nscales == 1 ? 0 : static_cast<size_t>(r0) * (nscales / rows);
+          for (size_t b = 0; b < q.scale_codes.size(); ++b)
+            REQUIRE(q.scale_codes[b] == w.scale_codes[s0 + b]);
+          for (size_t b = 0; b < q.scale_values.size(); ++b)
+            REQUIRE(bits_of(q.scale_values[b]) == bits_of(w.scale_values[s0 + b]));
+          REQUIRE(q.tensor_scale.has_value() == w.tensor_scale.has_value());
+          if (w.tensor_scale) REQUIRE(bits_of(*q.tensor_scale) == bits_of(*w.tensor_scale));
+          if (tensor_wide) REQUIRE(bits_of(q.amax) == bits_of(w.amax));
+          // Without the offset the pieces after the first draw other words.
+          lpx::fake_quantize({piece, std::vector<int64_t>{n, cols}}, unkeyed, f, o);
+          for (size_t i = 0; i < count && r0 > 0; ++i)
+            unkeyed_differs = unkeyed_differs || bits_of(unkeyed[i]) != bits_of(whole[first + i]);
         }
-        // Without the offset the pieces after the first draw other words.
-        lpx::fake_quantize({piece, std::vector<int64_t>{n, cols}}, unkeyed, f, o);
-        for (size_t i = 0; i < count && r0 > 0; ++i)
-          unkeyed_differs = unkeyed_differs || bits_of(unkeyed[i]) != bits_of(whole[first + i]);
+        // (A NaN per-tensor scale makes every value NaN, whatever the words.)
+        if (!(f.block.kind == lpx::BlockShape::Kind::tensor && xs == &data)) CHECK(unkeyed_differs);
       }
-      CHECK(unkeyed_differs);
     }
   }
   lpx::quantize_testing::force_scalar(false);

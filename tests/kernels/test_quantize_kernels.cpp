@@ -52,6 +52,10 @@ TEST_CASE("device quantize rejects what it cannot do, before any CUDA call") {
   delayed.history = &h;
   CHECK_THROWS_AS(kernels::quantize_host(x, s2, parse_block_format("e4m3:b128:fp32"), delayed),
                   std::invalid_argument);
+  QuantizeOptions piece;
+  piece.whole_tensor_amax = TensorAmax{0x3f800000u, 0x3f800000u};
+  CHECK_THROWS_AS(kernels::quantize_host(x, s2, parse_block_format("nvfp4"), piece),
+                  std::invalid_argument);
   std::vector<uint8_t> codes(64);
   CHECK_THROWS_AS(kernels::quantize_device(nullptr, 2, 32, mx, {}, codes.data(), codes.data(),
                                            nullptr, nullptr),

@@ -74,13 +74,15 @@ TEST_CASE("lpx quantize --emit values on a raw .f32 equals the library's fake_qu
 
 TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
   // Over 2^20 elements: the command quantizes pieces of whole blocks (flat runs, rows,
-  // 128-row tiles, slices) keyed by their first flat index; the values file, and the
-  // packed codes and scales, must equal the library's whole-tensor result, sr included.
+  // 128-row tiles, slices) keyed by their first flat index, tensor-wide scales from a
+  // first pass over the whole tensor; the values file, and the packed codes and scales
+  // (.safetensors and .npy), must equal the library's whole-tensor result, sr included.
   TempDir dir;
   struct Case {
     const char* spec;
     std::vector<int64_t> shape;
     bool sr;
+    int axis = -1;
   };
   const std::vector<Case> cases = {
       {"mxfp4", {(int64_t{1} << 20) + 5}, true},          // flat; a last piece of 5
@@ -88,18 +90,29 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
       {"e4m3:b32:e8m0", {1100, 1000}, true},              // rows: 1000 is not a multiple of 32
       {"fp8_block128x128", {1100, 1000}, false},          // 128-row tiles
       {"e4m3:row:fp32", {3, 400, 1000}, true},            // slices along axis 0
+      {"nvfp4", {1100, 1024}, true},                      // flat; the tensor scale
+      {"nvfp4_2d", {1100, 1000}, false},                  // 16-row tiles; the tensor scale
+      {"fp8_tensor", {(int64_t{1} << 20) + 7}, true},     // per-tensor: one scale
+      {"mxfp8_e4m3", {1100, 1000}, true, 0},              // 32 slices along axis 0 at a time
+      {"mxfp4", {3, 1000, 400}, true, 1},                 // blocks along the middle axis
   };
   for (const Case& c : cases) {
-    INFO(c.spec);
+    INFO(c.spec << " axis " << c.axis);
     size_t n = 1;
     std::string shape_arg;
     for (int64_t d : c.shape) {
       n *= static_cast<size_t>(d);
       shape_arg += (shape_arg.empty() ? "" : "x") + std::to_string(d);
     }
-    const auto x = sample(n);
+    auto x = sample(n);
+    // A magnitude that grows along the tensor: pieces' own amaxes differ from the whole's.
+    for (size_t i = 0; i < n; ++i) x[i] *= 1.0f + 3.0f * static_cast<float>(i) / static_cast<float>(n);
     write_file(dir / "x.f32", x);
-    const std::string sr = c.sr ? " --round sr --seed 4 --stream 3" : "";
+    std::string sr = c.sr ? " --round sr --seed 4 --stream 3" : "";
+    if (c.axis >= 0) {
+      sr += " --axis ";
+      sr += std::to_string(c.axis);
+    }
     const auto r = run_lpx(std::string("quantize --format ") + c.spec + sr + " --shape " +
                                shape_arg + " " + (dir / "x.f32").string() + " " +
                                (dir / "v.f32").string(),
@@ -112,7 +125,8 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
       opt.stream = 3;
     }
     std::vector<float> want(n);
-    const lpx::BlockFormat f = lpx::parse_block_format(c.spec);
+    lpx::BlockFormat f = lpx::parse_block_format(c.spec);
+    f.block.axis = c.axis;
     const lpx::QuantizedTensor q = lpx::fake_quantize({x, c.shape}, want, f, opt);
     CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
 
@@ -122,21 +136,46 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
                     dir)
                 .status == 0);
     const auto file = lpx::read_tensor_file(packed);
-    REQUIRE(file.tensors.size() == 2);
+    REQUIRE(file.tensors.size() == (q.tensor_scale ? 3u : 2u));
+    const auto named = [](const lpx::TensorFile& tf, const std::string& name) {
+      for (const auto& t : tf.tensors)
+        if (t.name == name) return t;
+      FAIL("no tensor " << name);
+      return tf.tensors[0];
+    };
     const std::vector<uint8_t> codes = lpx::pack(q.codes, lpx::packing_for_bits(f.element.bits));
-    const auto& got_codes = file.tensors[0].name == "codes" ? file.tensors[0] : file.tensors[1];
-    const auto& got_scales = file.tensors[0].name == "codes" ? file.tensors[1] : file.tensors[0];
-    REQUIRE(got_codes.bytes.size() == codes.size());
-    CHECK(std::memcmp(got_codes.bytes.data(), codes.data(), codes.size()) == 0);
-    CHECK(got_scales.shape == q.scale_shape);
     const auto scale_bytes = q.scale_codes.empty()
                                  ? std::as_bytes(std::span<const float>(q.scale_values))
                                  : std::as_bytes(std::span<const uint8_t>(q.scale_codes));
-    REQUIRE(got_scales.bytes.size() == scale_bytes.size());
-    CHECK(std::memcmp(got_scales.bytes.data(), scale_bytes.data(), scale_bytes.size()) == 0);
+    const auto check_packed = [&](const lpx::TensorRef& got_codes, const lpx::TensorRef& got_scales) {
+      REQUIRE(got_codes.bytes.size() == codes.size());
+      CHECK(std::memcmp(got_codes.bytes.data(), codes.data(), codes.size()) == 0);
+      CHECK(got_scales.shape == q.scale_shape);
+      REQUIRE(got_scales.bytes.size() == scale_bytes.size());
+      CHECK(std::memcmp(got_scales.bytes.data(), scale_bytes.data(), scale_bytes.size()) == 0);
+    };
+    const auto check_tensor_scale = [&](const lpx::TensorRef& t) {
+      REQUIRE(t.bytes.size() == 4);
+      float ts = 0;
+      std::memcpy(&ts, t.bytes.data(), 4);
+      CHECK(ts == *q.tensor_scale);
+    };
+    check_packed(named(file, "codes"), named(file, "scales"));
+    if (q.tensor_scale) check_tensor_scale(named(file, "tensor_scale"));
     // And lpx dequantize reads it back (metadata included) to the same values.
     REQUIRE(run_lpx("dequantize " + packed + " " + (dir / "d.f32").string(), dir).status == 0);
     CHECK(same_bytes(read_file<float>(dir / "d.f32"), want));
+
+    // .npy: the codes file and its .scales.npy (and .tensor_scale.npy) siblings.
+    const std::string npy = (dir / "q.npy").string();
+    REQUIRE(run_lpx(std::string("quantize --emit packed --format ") + c.spec + sr + " --shape " +
+                        shape_arg + " " + (dir / "x.f32").string() + " " + npy,
+                    dir)
+                .status == 0);
+    check_packed(lpx::read_tensor_file(npy).tensors.at(0),
+                 lpx::read_tensor_file((dir / "q.scales.npy").string()).tensors.at(0));
+    if (q.tensor_scale)
+      check_tensor_scale(lpx::read_tensor_file((dir / "q.tensor_scale.npy").string()).tensors.at(0));
   }
 }
 

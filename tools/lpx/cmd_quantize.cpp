@@ -130,9 +130,11 @@ Input read_input(const std::string& path, const std::string& shape, const std::s
 // How the command streams a tensor through a small buffer: pieces made of whole
 // `granule`-element units, each quantized as a tensor of its own (flat: 1-D; else: a
 // few slices along axis 0, the other axes whole) whose blocks are exactly the whole
-// tensor's, with sr keyed by the piece's first flat index (QuantizeOptions::index_offset).
-// granule 0: a scale depends on the whole tensor (per-tensor blocks, NVFP4's tensor
-// scale) or blocks run along axis 0.
+// tensor's, with sr keyed by the piece's first flat index (QuantizeOptions::index_offset)
+// and tensor-wide scales (per-tensor blocks, NVFP4's tensor scale) from the whole
+// tensor's amax, taken in a first pass (QuantizeOptions::whole_tensor_amax).
+// granule 0: no such pieces (a 0-D tensor, or per-channel blocks along axis 0, each of
+// which spans every slice).
 struct Pieces {
   int64_t granule = 0;
   bool flat = false;
@@ -141,7 +143,8 @@ struct Pieces {
 Pieces stream_pieces(const std::vector<int64_t>& shape, const BlockFormat& f) {
   const int rank = static_cast<int>(shape.size());
   const BlockShape& b = f.block;
-  if (rank == 0 || f.two_level() || b.kind == BlockShape::Kind::tensor) return {};
+  if (rank == 0) return {};
+  if (b.kind == BlockShape::Kind::tensor) return {1, true};
   const int axis = b.axis < 0 ? b.axis + rank : b.axis;
   // Blocks of L along the last axis tile the flat array when L divides the rows.
   if (b.kind == BlockShape::Kind::vector && axis == rank - 1 &&
@@ -151,7 +154,14 @@ Pieces stream_pieces(const std::vector<int64_t>& shape, const BlockFormat& f) {
   int64_t slice = 1;
   for (int d = 1; d < rank; ++d) slice *= shape[static_cast<size_t>(d)];
   if (b.kind == BlockShape::Kind::tile) return {rank == 2 ? b.rows * slice : slice, false};
-  return {axis == 0 ? 0 : slice, false};
+  if (axis != 0) return {slice, false};  // blocks inside each slice along axis 0
+  if (b.kind == BlockShape::Kind::vector) return {b.length * slice, false};  // L slices
+  return {};
+}
+
+// Whether a scale depends on the whole tensor (the first pass of a streamed run).
+bool tensor_wide_scale(const BlockFormat& f) {
+  return f.two_level() || f.block.kind == BlockShape::Kind::tensor;
 }
 
 // Calls fn(piece, options) for pieces of about 2^20 elements (a multiple of `multiple`
@@ -205,10 +215,11 @@ std::vector<std::pair<std::string, std::string>> packed_metadata(const BlockForm
           {"producer", "lpx quantize"}};
 }
 
-// --emit packed to .safetensors piece by piece: each piece's codes are packed and
-// appended at once; its scales, a 1/block-size stream, are kept and appended after the
-// codes. Pieces hold a multiple of 8 codes, so that each packs into whole bytes exactly
-// as the whole tensor would.
+// --emit packed piece by piece: each piece's codes are packed and appended at once; its
+// scales, a 1/block-size stream, are kept and written after the codes (.safetensors: in
+// the same file; .npy: the sibling files, before the codes file is committed). Pieces
+// hold a multiple of 8 codes, so that each packs into whole bytes exactly as the whole
+// tensor would.
 void quantize_packed_streamed(const Input& in, const Pieces& pieces, const BlockFormat& f,
                               const QuantizeOptions& opt, const std::string& path) {
   const int rank = static_cast<int>(in.shape.size());
@@ -224,23 +235,61 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
     return std::span<const std::byte>(static_cast<const std::byte*>(nullptr), bytes);
   };
   const size_t code_bytes = packed_size(in.values.size(), p);
-  const std::vector<TensorOut> layout = {
-      {"codes", DType::u8, {static_cast<int64_t>(code_bytes)}, sized(code_bytes)},
-      {"scales", coded ? DType::u8 : DType::f32, grid, sized(nscales * (coded ? 1 : 4))}};
-  OutputFile out(path, layout, packed_metadata(resolved, in.shape, p, opt.headroom_3_4));
+  const std::vector<int64_t> codes_shape = {static_cast<int64_t>(code_bytes)};
+  const DType scale_dtype = coded ? DType::u8 : DType::f32;
+  const bool npy = ends_with(path, ".npy");
+  std::unique_ptr<OutputFile> out;
+  if (npy) {
+    out = std::make_unique<OutputFile>(path, DType::u8, codes_shape);
+  } else {
+    std::vector<TensorOut> layout = {
+        {"codes", DType::u8, codes_shape, sized(code_bytes)},
+        {"scales", scale_dtype, grid, sized(nscales * (coded ? 1 : 4))}};
+    if (f.two_level()) layout.push_back({"tensor_scale", DType::f32, {1}, sized(4)});
+    out = std::make_unique<OutputFile>(path, layout,
+                                       packed_metadata(resolved, in.shape, p, opt.headroom_3_4));
+  }
   std::vector<uint8_t> scale_codes;
-  std::vector<float> scale_values;
+  std::vector<float> scale_values, tensor_scale;
   for_each_piece(in, pieces, 8, opt, [&](TensorView<const float> x, const QuantizeOptions& o) {
     const QuantizedTensor q = quantize(x, f, o);
-    if (p == Packing::byte) out.append(as_bytes_of(q.codes));  // packed already
-    else out.append(as_bytes_of(pack(q.codes, p)));
+    if (p == Packing::byte) out->append(as_bytes_of(q.codes));  // packed already
+    else out->append(as_bytes_of(pack(q.codes, p)));
+    if (f.block.kind == BlockShape::Kind::tensor) {  // every piece's one scale is the whole's
+      scale_codes.clear();
+      scale_values.clear();
+    }
     scale_codes.insert(scale_codes.end(), q.scale_codes.begin(), q.scale_codes.end());
     scale_values.insert(scale_values.end(), q.scale_values.begin(), q.scale_values.end());
+    if (q.tensor_scale) tensor_scale = {*q.tensor_scale};  // every piece's is the whole's
   });
-  if ((coded ? scale_codes.size() : scale_values.size()) != nscales)
+  if ((coded ? scale_codes.size() : scale_values.size()) != nscales ||
+      tensor_scale.size() != (f.two_level() ? 1u : 0u))
     throw std::logic_error("quantize_packed_streamed: the pieces' scales do not tile the grid");
-  out.append(coded ? as_bytes_of(scale_codes) : as_bytes_of(scale_values));
-  out.commit();
+  const auto scale_bytes = coded ? as_bytes_of(scale_codes) : as_bytes_of(scale_values);
+  if (!npy) {
+    out->append(scale_bytes);
+    if (f.two_level()) out->append(as_bytes_of(tensor_scale));
+    out->commit();
+    return;
+  }
+  // .npy: the siblings first, removed again if a later step fails (the codes file is
+  // only renamed into place by commit()).
+  std::vector<std::string> written;
+  try {
+    write_npy(sibling(path, "scales"), TensorOut{"scales", scale_dtype, grid, scale_bytes});
+    written.push_back(sibling(path, "scales"));
+    if (f.two_level()) {
+      write_npy(sibling(path, "tensor_scale"),
+                TensorOut{"tensor_scale", DType::f32, {1}, as_bytes_of(tensor_scale)});
+      written.push_back(sibling(path, "tensor_scale"));
+    }
+    out->commit();
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& w : written) std::filesystem::remove(w, ec);
+    throw;
+  }
 }
 
 void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
@@ -275,16 +324,19 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
       throw UsageError(fmt::format("block of {} is larger than axis {} of shape {} ({} elements)",
                                    f.block.length, axis, shape_text(in.shape), dim));
   }
+  const Pieces pieces = stream_pieces(in.shape, f);
+  if (pieces.granule > 0 && !in.values.empty() && tensor_wide_scale(f))
+    opt.whole_tensor_amax = tensor_amax({in.values, in.shape}, f, opt);
   if (a.emit == "values") {
     // Fused: scale, cast and dequantize per block in one pass, no codes materialised
     // (bit-identical to dequantize(quantize(x)), formats_test_block_*).
     const std::string name = a.tensor.empty() ? "values" : a.tensor;
-    const Pieces pieces = stream_pieces(in.shape, f);
     if (pieces.granule > 0 && !in.values.empty()) {
       quantize_values_streamed(in, pieces, f, opt, a.out, name);
       return;
     }
-    // Whole-tensor scales: one call. Not zero-filled first: every element is written.
+    // Per-channel blocks along axis 0 (and 0-D or empty tensors): one call. Not
+    // zero-filled first: every element is written.
     const auto out = std::make_unique_for_overwrite<float[]>(in.values.size());
     const std::span<float> values(out.get(), in.values.size());
     fake_quantize_values({in.values, in.shape}, values, f, opt);
@@ -293,8 +345,7 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
     file.commit();
     return;
   }
-  const Pieces pieces = stream_pieces(in.shape, f);
-  if (pieces.granule > 0 && !in.values.empty() && ends_with(a.out, ".safetensors")) {
+  if (pieces.granule > 0 && !in.values.empty()) {
     quantize_packed_streamed(in, pieces, f, opt, a.out);
     return;
   }

@@ -121,6 +121,13 @@ class AmaxHistory {
   std::deque<float> values_;
 };
 
+// The amax a whole tensor's tensor-wide scales are chosen from (per-tensor blocks and
+// NVFP4's tensor scale): float32 bits of the largest |x'| over all elements (a NaN or Inf
+// included, which makes a per-tensor scale NaN) and over the finite ones.
+struct TensorAmax {
+  uint32_t all_bits = 0, finite_bits = 0;
+};
+
 struct QuantizeOptions {
   Rounding round = Rounding::rne;
   Overflow overflow = Overflow::sat;  // block quantization saturates (DESIGN.md)
@@ -136,6 +143,12 @@ struct QuantizeOptions {
   // blocks only) amax is history->amax() (delayed scaling) instead of the tensor's.
   int margin = 0;
   const AmaxHistory* history = nullptr;
+  // Set when x is one piece of a larger tensor quantized piece by piece (with
+  // index_offset; `lpx quantize` streams so): tensor_amax() of the whole tensor. Per-tensor
+  // scales and NVFP4's tensor scale then come from it instead of from x, so every piece's
+  // scales equal one whole-tensor call's, and QuantizedTensor::amax reports it. Block
+  // scales still come from their blocks. CPU only (the kernels reject it).
+  std::optional<TensorAmax> whole_tensor_amax;
   int threads = 0;  // 0: OpenMP's default; results never depend on it
 };
 
@@ -178,6 +191,13 @@ QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
 // allocates the element codes).
 QuantizedTensor fake_quantize_values(TensorView<const float> x, std::span<float> out,
                                      const BlockFormat& format, const QuantizeOptions& opt = {});
+
+// Pass 1 of a per-tensor or two-level quantization on its own, over the whole tensor
+// (threaded and vectorized like quantize()): what QuantizeOptions::whole_tensor_amax
+// wants before the pieces of a streamed tensor are quantized. The same checks as
+// quantize().
+TensorAmax tensor_amax(TensorView<const float> x, const BlockFormat& format,
+                       const QuantizeOptions& opt = {});
 
 // The block extents of `format` for a tensor of `shape` (one per axis), and the resulting
 // scale grid shape; the same checks as quantize().
