@@ -3,6 +3,7 @@
 // machines). The paths are shared with tools/bench/lpx_bench_cast (Google Benchmark).
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <regex>
 #include <string>
 #include <utility>
@@ -106,24 +107,20 @@ void run_gpu_bench(const BenchArgs& a) {
                r.tflops);
 }
 
-// Best of `reps` timed runs of each of two functions, after one untimed warm-up of each
-// (page faults, caches, OpenMP pool). The runs alternate (a, b, a, b, ...) so that a
-// change in the machine's load during the measurement reaches both sides of the ratio.
-template <class A, class B>
-std::pair<double, double> best_seconds_interleaved(int reps, A a, B b) {
-  a();
-  b();
-  double best_a = 1e300, best_b = 1e300;
-  auto timed = [](auto& fn) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  for (int r = 0; r < reps; ++r) {
-    best_a = std::min(best_a, timed(a));
-    best_b = std::min(best_b, timed(b));
-  }
-  return {best_a, best_b};
+// Best of `reps` timed runs of each function, after one untimed warm-up of each (page
+// faults, caches, OpenMP pool). The runs alternate (f0, f1, ..., f0, f1, ...) so that a
+// change in the machine's load during the measurement reaches every side of a ratio.
+std::vector<double> best_seconds_interleaved(int reps, const std::vector<std::function<void()>>& fns) {
+  for (const auto& f : fns) f();
+  std::vector<double> best(fns.size(), 1e300);
+  for (int r = 0; r < reps; ++r)
+    for (size_t k = 0; k < fns.size(); ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      fns[k]();
+      best[k] = std::min(
+          best[k], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  return best;
 }
 
 void run_bench(const BenchArgs& a) {
@@ -147,23 +144,38 @@ void run_bench(const BenchArgs& a) {
     std::string path;
     int threads;
     double seconds, memcpy_seconds, bytes;
+    // Against the same path and memcpy on one thread, timed interleaved with this row.
+    double speedup = 1.0, memcpy_speedup = 1.0;
   };
   std::vector<Row> rows;
   if (!a.json)
-    fmt::print("{:<24} {:>7} {:>12} {:>9} {:>11} {:>8}\n", "path", "threads", "elements/s",
-               "GB/s", "memcpy GB/s", "ratio");
+    fmt::print("{:<28} {:>7} {:>12} {:>9} {:>11} {:>8} {:>9} {:>9}\n", "path", "threads",
+               "elements/s", "GB/s", "memcpy GB/s", "ratio", "x 1 thr", "memcpy x");
   for (const bench::CastPath& p : bench::cast_paths()) {
     if (!std::regex_search(p.name, re)) continue;
+    const double bytes = n * static_cast<double>(p.in_bytes + p.out_bytes);
+    // The memcpy beside the path moves the same bytes: (I + O) / 2 per element. Every
+    // thread count's memcpy and path are interleaved, so the scaling from one thread to
+    // all is a ratio taken in one window too.
+    const size_t copy = a.size * (p.in_bytes + p.out_bytes) / 2;
+    std::vector<std::function<void()>> fns;
     for (int t : thread_counts) {
-      const double bytes = n * static_cast<double>(p.in_bytes + p.out_bytes);
-      // The memcpy right beside the path moves the same bytes: (I + O) / 2 per element.
-      const size_t copy = a.size * (p.in_bytes + p.out_bytes) / 2;
-      const auto [tm, tp] = best_seconds_interleaved(
-          a.reps, [&] { bench::memcpy_baseline(buf, copy, t); }, [&] { p.run(buf, t); });
-      rows.push_back({p.name, t, tp, tm, bytes});
-      if (!a.json)
-        fmt::print("{:<24} {:>7} {:>12.3e} {:>9.2f} {:>11.2f} {:>8.2f}\n", p.name, t, n / tp,
-                   bytes / tp * 1e-9, bytes / tm * 1e-9, tm / tp);
+      fns.emplace_back([&buf, copy, t] { bench::memcpy_baseline(buf, copy, t); });
+      fns.emplace_back([&buf, &p, t] { p.run(buf, t); });
+    }
+    const std::vector<double> best = best_seconds_interleaved(a.reps, fns);
+    for (size_t k = 0; k < thread_counts.size(); ++k) {
+      Row r{p.name, thread_counts[k], best[2 * k + 1], best[2 * k], bytes};
+      r.speedup = best[1] / r.seconds;
+      r.memcpy_speedup = best[0] / r.memcpy_seconds;
+      rows.push_back(r);
+      if (!a.json) {
+        const std::string sp = k == 0 ? "" : fmt::format("{:.2f}", r.speedup);
+        const std::string mp = k == 0 ? "" : fmt::format("{:.2f}", r.memcpy_speedup);
+        fmt::print("{:<28} {:>7} {:>12.3e} {:>9.2f} {:>11.2f} {:>8.2f} {:>9} {:>9}\n", p.name,
+                   r.threads, n / r.seconds, bytes / r.seconds * 1e-9,
+                   bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds, sp, mp);
+      }
       std::fflush(stdout);
     }
   }
@@ -174,10 +186,11 @@ void run_bench(const BenchArgs& a) {
       fmt::print(
           "  {{\"path\": \"{}\", \"threads\": {}, \"elements\": {}, \"seconds\": {:.6g}, "
           "\"elements_per_s\": {:.6g}, \"gb_per_s\": {:.6g}, \"memcpy_gb_per_s\": {:.6g}, "
-          "\"ratio_to_memcpy\": {:.4f}}}{}\n",
+          "\"ratio_to_memcpy\": {:.4f}, \"speedup_over_1_thread\": {:.4f}, "
+          "\"memcpy_speedup_over_1_thread\": {:.4f}}}{}\n",
           r.path, r.threads, a.size, r.seconds, n / r.seconds, r.bytes / r.seconds * 1e-9,
-          r.bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds,
-          k + 1 < rows.size() ? "," : "");
+          r.bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds, r.speedup,
+          r.memcpy_speedup, k + 1 < rows.size() ? "," : "");
     }
     fmt::print("]\n");
   }

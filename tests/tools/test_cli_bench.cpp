@@ -1,0 +1,61 @@
+// `lpx bench` through the built binary: the --json rows carry what the README's tables
+// are made of (rates, the ratio to memcpy, the scaling from one thread to all, each taken
+// in one interleaved window), and bad arguments get the error contract. No time is
+// asserted: these machines are shared and noisy.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.hpp"
+
+using lpx_test::run_lpx;
+using lpx_test::TempDir;
+
+TEST_CASE("lpx bench --json: one row per path and thread count, ratios consistent") {
+  TempDir dir;
+  const auto r = run_lpx("bench --size 70000 --reps 1 --threads 2 --json --filter "
+                         "'^(cast e4m3fn rne sat|fake-quant mxfp4 sr)$'",
+                         dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.is_array());
+  REQUIRE(rows.size() == 4);  // two paths x (1 thread, 2 threads)
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& row = rows[k];
+    INFO(row.dump());
+    CHECK(row["threads"] == (k % 2 == 0 ? 1 : 2));
+    CHECK(row["elements"] == 70000);
+    const double s = row["seconds"], eps = row["elements_per_s"];
+    REQUIRE(s > 0);
+    CHECK(eps == Approx(70000.0 / s).epsilon(1e-4));
+    CHECK(row["ratio_to_memcpy"].get<double>() ==
+          Approx(row["gb_per_s"].get<double>() / row["memcpy_gb_per_s"].get<double>()).epsilon(1e-3));
+    if (k % 2 == 0) {
+      // The one-thread row is the reference of the scaling columns.
+      CHECK(row["speedup_over_1_thread"] == 1.0);
+      CHECK(row["memcpy_speedup_over_1_thread"] == 1.0);
+    } else {
+      // The same path's one-thread time over this row's.
+      CHECK(row["speedup_over_1_thread"].get<double>() ==
+            Approx(rows[k - 1]["seconds"].get<double>() / s).epsilon(1e-3));
+      CHECK(row["path"] == rows[k - 1]["path"]);
+    }
+  }
+  CHECK(rows[0]["path"] == "cast e4m3fn rne sat");
+  CHECK(rows[2]["path"] == "fake-quant mxfp4 sr");
+}
+
+TEST_CASE("lpx bench: bad arguments exit non-zero with one stderr line") {
+  TempDir dir;
+  for (const std::string args : {"bench --size 0", "bench --reps 0", "bench --filter '('"}) {
+    INFO(args);
+    const auto r = run_lpx(args, dir);
+    CHECK(r.status != 0);
+    CHECK(r.out.empty());
+    REQUIRE(!r.err.empty());
+    CHECK(r.err.find('\n') == r.err.size() - 1);
+  }
+}
