@@ -394,16 +394,16 @@ constexpr int64_t kSubBlocks = 64;
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t);
 
-// The MX case in one tight loop: power-of-two scales, blocks along the last axis whose
-// length is a multiple of the vector and divides the row (so blocks b0..b1 are one
-// contiguous run), no precomputed amax. Per block: amax of its vectors, the scale
-// exponent (block_scale()'s power-of-two branch: the same scale_exponent() and clamp),
-// then CastVec per vector while the block is in L1; no per-block box or scale records.
-// sr: the random words of up to kRandWords elements are drawn per chunk of blocks. A
-// block holding NaN/Inf goes to the general loop (QuantizeBlocksT) alone.
-template <Rounding M, bool kInt, bool kFast>
-void QuantizeContiguousPow2T(const qd::BlockJob& job, int64_t b0, int64_t b1,
-                             qd::BlockTotals& t) {
+// The MX case in one tight loop: power-of-two scales (or fp32 scales, DeepSeek-V3's
+// 1x128 blocks), blocks along the last axis whose length is a multiple of the vector and
+// divides the row (so blocks b0..b1 are one contiguous run), no precomputed amax. Per
+// block: amax of its vectors, the scale (block_scale()'s power-of-two branch inlined:
+// the same scale_exponent() and clamp; fp32: block_scale() itself), then CastVec per
+// vector while the block is in L1; no per-block box or scale records. sr: the random
+// words of up to kRandWords elements are drawn per chunk of blocks. A block holding
+// NaN/Inf goes to the general loop (QuantizeBlocksT) alone.
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
+void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
   const size_t N = hn::Lanes(di);
   const qd::Context& ctx = *job.ctx;
@@ -432,27 +432,34 @@ void QuantizeContiguousPow2T(const qd::BlockJob& job, int64_t b0, int64_t b1,
       }
       const uint32_t amax = MaxLane(a0);
       if (HWY_UNLIKELY(amax > 0x7f7fffffu)) {  // NaN or Inf in the block
-        QuantizeBlocksT<M, kInt, true, kFast>(job, b, b + 1, t);
+        QuantizeBlocksT<M, kInt, kPow2, kFast>(job, b, b + 1, t);
         continue;
       }
       finite_max = std::max(finite_max, amax);
       qd::BlockScale s;
-      s.nan = false;
-      s.enc = 1.0f;
-      s.exponent = -127;  // all-zero block: 2^-127 (code 0x00)
-      s.clamped = false;
-      if (amax != 0) {
-        const int raw = qd::scale_exponent(amax, rule, ctx.lim);
-        s.exponent = std::clamp(raw, -127, 127);
-        s.clamped = s.exponent != raw;
+      if constexpr (kPow2) {
+        s.nan = false;
+        s.enc = 1.0f;
+        s.exponent = -127;  // all-zero block: 2^-127 (code 0x00)
+        s.clamped = false;
+        if (amax != 0) {
+          const int raw = qd::scale_exponent(amax, rule, ctx.lim);
+          s.exponent = std::clamp(raw, -127, 127);
+          s.clamped = s.exponent != raw;
+        }
+        s.dec = pow2f(s.exponent);
+        s.code = static_cast<uint8_t>(s.exponent + 127);
+      } else {
+        qd::Amax a;
+        a.all = a.finite = amax;
+        s = qd::block_scale(a, ctx);
       }
-      s.dec = pow2f(s.exponent);
-      s.code = static_cast<uint8_t>(s.exponent + 127);
       if (s.clamped) ++t.clamped;
       if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
       else job.scale_values[b] = s.dec;
-      const BlockVecs bv = MakeBlockVecs<true>(k, s, pow2f(-s.exponent), qd::stored_dec(s, ctx.f->scale));
-      CastBlockVectors<M, kInt, true, kFast>(job, k, base, vpb, rnd, c0 * L, bv, s, lc, st);
+      const BlockVecs bv = MakeBlockVecs<kPow2>(k, s, kPow2 ? pow2f(-s.exponent) : s.enc,
+                                                qd::stored_dec(s, ctx.f->scale));
+      CastBlockVectors<M, kInt, kPow2, kFast>(job, k, base, vpb, rnd, c0 * L, bv, s, lc, st);
     }
   }
   FinishCounts(lc, st, t);
@@ -527,9 +534,11 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
     const int64_t N = static_cast<int64_t>(hn::Lanes(di));
     if (job.last_axis && b1 - b0 > 1 && job.block_len % N == 0 &&
         job.row_len % job.block_len == 0) {
-      if constexpr (kPow2) return QuantizeContiguousPow2T<M, kInt, kFast>(job, b0, b1, t);
+      if constexpr (kPow2) return QuantizeContiguousT<M, kInt, true, kFast>(job, b0, b1, t);
       if (job.ctx->f->scale == ScaleFormat::e4m3)
         return QuantizeContiguousE4m3T<M, kInt, kFast>(job, b0, b1, t);
+      if (job.ctx->f->scale == ScaleFormat::fp32)
+        return QuantizeContiguousT<M, kInt, false, kFast>(job, b0, b1, t);
     }
   }
   const qd::Context& ctx = *job.ctx;

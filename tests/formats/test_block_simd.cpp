@@ -155,7 +155,7 @@ const std::vector<std::string>& specs() {
 
 void check_all_on_current_target() {
   const std::vector<std::vector<int64_t>> shapes = {
-      {1000}, {17}, {3, 97}, {64, 33}, {5, 32}, {2, 3, 40}, {31, 16}, {1}, {3, 37, 5},
+      {1000}, {17}, {3, 97}, {64, 33}, {5, 32}, {2, 3, 40}, {31, 16}, {1}, {3, 37, 5}, {3, 256},
       {2, 40, 3, 2}};
   uint32_t seed = 1;
   for (const std::string& spec : specs()) {
