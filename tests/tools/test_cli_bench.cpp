@@ -33,6 +33,9 @@ TEST_CASE("lpx bench --json: one row per path and thread count, ratios consisten
     CHECK(eps == Approx(70000.0 / s).epsilon(1e-4));
     CHECK(row["ratio_to_memcpy"].get<double>() ==
           Approx(row["gb_per_s"].get<double>() / row["memcpy_gb_per_s"].get<double>()).epsilon(1e-3));
+    // The sr path carries its rate over the rne path of the same name (timed beside it).
+    if (row["path"] == "fake-quant mxfp4 sr") CHECK(row["rate_over_rne"].get<double>() > 0);
+    else CHECK(row["rate_over_rne"].is_null());
     if (k % 2 == 0) {
       // The one-thread row is the reference of the scaling columns.
       CHECK(row["speedup_over_1_thread"] == 1.0);

@@ -146,35 +146,53 @@ void run_bench(const BenchArgs& a) {
     double seconds, memcpy_seconds, bytes;
     // Against the same path and memcpy on one thread, timed interleaved with this row.
     double speedup = 1.0, memcpy_speedup = 1.0;
+    // sr rows: the rate over the same path's rne rate, timed interleaved (0: no such row).
+    double vs_rne = 0.0;
   };
   std::vector<Row> rows;
+  const std::vector<bench::CastPath> paths = bench::cast_paths();
+  // A path's rne counterpart: the path of the same name with "rne" for "sr".
+  const auto rne_of = [&](const std::string& name) -> const bench::CastPath* {
+    const size_t at = name.find(" sr");
+    if (at == std::string::npos) return nullptr;
+    const std::string want = name.substr(0, at) + " rne" + name.substr(at + 3);
+    for (const auto& q : paths)
+      if (q.name == want) return &q;
+    return nullptr;
+  };
   if (!a.json)
-    fmt::print("{:<28} {:>7} {:>12} {:>9} {:>11} {:>8} {:>9} {:>9}\n", "path", "threads",
-               "elements/s", "GB/s", "memcpy GB/s", "ratio", "x 1 thr", "memcpy x");
-  for (const bench::CastPath& p : bench::cast_paths()) {
+    fmt::print("{:<28} {:>7} {:>12} {:>9} {:>11} {:>8} {:>9} {:>9} {:>7}\n", "path", "threads",
+               "elements/s", "GB/s", "memcpy GB/s", "ratio", "x 1 thr", "memcpy x", "x rne");
+  for (const bench::CastPath& p : paths) {
     if (!std::regex_search(p.name, re)) continue;
     const double bytes = n * static_cast<double>(p.in_bytes + p.out_bytes);
     // The memcpy beside the path moves the same bytes: (I + O) / 2 per element. Every
-    // thread count's memcpy and path are interleaved, so the scaling from one thread to
-    // all is a ratio taken in one window too.
+    // thread count's memcpy and path (and an sr path's rne counterpart) are interleaved,
+    // so the scaling from one thread to all and the cost of sr over rne are ratios taken
+    // in one window too.
     const size_t copy = a.size * (p.in_bytes + p.out_bytes) / 2;
+    const bench::CastPath* rne = rne_of(p.name);
+    const size_t per = rne != nullptr ? 3 : 2;
     std::vector<std::function<void()>> fns;
     for (int t : thread_counts) {
       fns.emplace_back([&buf, copy, t] { bench::memcpy_baseline(buf, copy, t); });
       fns.emplace_back([&buf, &p, t] { p.run(buf, t); });
+      if (rne != nullptr) fns.emplace_back([&buf, rne, t] { rne->run(buf, t); });
     }
     const std::vector<double> best = best_seconds_interleaved(a.reps, fns);
     for (size_t k = 0; k < thread_counts.size(); ++k) {
-      Row r{p.name, thread_counts[k], best[2 * k + 1], best[2 * k], bytes};
+      Row r{p.name, thread_counts[k], best[per * k + 1], best[per * k], bytes};
       r.speedup = best[1] / r.seconds;
       r.memcpy_speedup = best[0] / r.memcpy_seconds;
+      if (rne != nullptr) r.vs_rne = best[per * k + 2] / r.seconds;
       rows.push_back(r);
       if (!a.json) {
         const std::string sp = k == 0 ? "" : fmt::format("{:.2f}", r.speedup);
         const std::string mp = k == 0 ? "" : fmt::format("{:.2f}", r.memcpy_speedup);
-        fmt::print("{:<28} {:>7} {:>12.3e} {:>9.2f} {:>11.2f} {:>8.2f} {:>9} {:>9}\n", p.name,
-                   r.threads, n / r.seconds, bytes / r.seconds * 1e-9,
-                   bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds, sp, mp);
+        const std::string vr = rne == nullptr ? "" : fmt::format("{:.2f}", r.vs_rne);
+        fmt::print("{:<28} {:>7} {:>12.3e} {:>9.2f} {:>11.2f} {:>8.2f} {:>9} {:>9} {:>7}\n",
+                   p.name, r.threads, n / r.seconds, bytes / r.seconds * 1e-9,
+                   bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds, sp, mp, vr);
       }
       std::fflush(stdout);
     }
@@ -187,10 +205,11 @@ void run_bench(const BenchArgs& a) {
           "  {{\"path\": \"{}\", \"threads\": {}, \"elements\": {}, \"seconds\": {:.6g}, "
           "\"elements_per_s\": {:.6g}, \"gb_per_s\": {:.6g}, \"memcpy_gb_per_s\": {:.6g}, "
           "\"ratio_to_memcpy\": {:.4f}, \"speedup_over_1_thread\": {:.4f}, "
-          "\"memcpy_speedup_over_1_thread\": {:.4f}}}{}\n",
+          "\"memcpy_speedup_over_1_thread\": {:.4f}, \"rate_over_rne\": {}}}{}\n",
           r.path, r.threads, a.size, r.seconds, n / r.seconds, r.bytes / r.seconds * 1e-9,
           r.bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds, r.speedup,
-          r.memcpy_speedup, k + 1 < rows.size() ? "," : "");
+          r.memcpy_speedup, r.vs_rne > 0 ? fmt::format("{:.4f}", r.vs_rne) : "null",
+          k + 1 < rows.size() ? "," : "");
     }
     fmt::print("]\n");
   }
