@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -215,6 +216,27 @@ std::vector<std::pair<std::string, std::string>> packed_metadata(const BlockForm
           {"producer", "lpx quantize"}};
 }
 
+// --emit packed to .npy: OUT.scales.npy (and OUT.tensor_scale.npy when there is one)
+// first, then the codes file by write_codes(); a failure at any step removes the
+// siblings already written, so no partial set is left behind.
+void write_packed_npy(const std::string& path, const TensorOut& scales,
+                      const TensorOut* tensor_scale, const std::function<void()>& write_codes) {
+  std::vector<std::string> written;
+  try {
+    write_npy(sibling(path, "scales"), scales);
+    written.push_back(sibling(path, "scales"));
+    if (tensor_scale != nullptr) {
+      write_npy(sibling(path, "tensor_scale"), *tensor_scale);
+      written.push_back(sibling(path, "tensor_scale"));
+    }
+    write_codes();
+  } catch (...) {
+    std::error_code ec;
+    for (const auto& w : written) std::filesystem::remove(w, ec);
+    throw;
+  }
+}
+
 // --emit packed piece by piece: each piece's codes are packed and appended at once; its
 // scales, a 1/block-size stream, are kept and written after the codes (.safetensors: in
 // the same file; .npy: the sibling files, before the codes file is committed). Pieces
@@ -273,23 +295,10 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
     out->commit();
     return;
   }
-  // .npy: the siblings first, removed again if a later step fails (the codes file is
-  // only renamed into place by commit()).
-  std::vector<std::string> written;
-  try {
-    write_npy(sibling(path, "scales"), TensorOut{"scales", scale_dtype, grid, scale_bytes});
-    written.push_back(sibling(path, "scales"));
-    if (f.two_level()) {
-      write_npy(sibling(path, "tensor_scale"),
-                TensorOut{"tensor_scale", DType::f32, {1}, as_bytes_of(tensor_scale)});
-      written.push_back(sibling(path, "tensor_scale"));
-    }
-    out->commit();
-  } catch (...) {
-    std::error_code ec;
-    for (const auto& w : written) std::filesystem::remove(w, ec);
-    throw;
-  }
+  // .npy: the codes file is only renamed into place by commit(), after the siblings.
+  const TensorOut ts{"tensor_scale", DType::f32, {1}, as_bytes_of(tensor_scale)};
+  write_packed_npy(path, TensorOut{"scales", scale_dtype, grid, scale_bytes},
+                   f.two_level() ? &ts : nullptr, [&] { out->commit(); });
 }
 
 void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
@@ -365,21 +374,9 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
     write_safetensors(a.out, tensors, packed_metadata(q.format, q.shape, p, q.headroom_3_4));
     return;
   }
-  // .npy: three files; remove the ones written if a later one fails.
-  std::vector<std::string> written;
-  try {
-    write_npy(sibling(a.out, "scales"), scales);
-    written.push_back(sibling(a.out, "scales"));
-    if (q.tensor_scale) {
-      write_npy(sibling(a.out, "tensor_scale"), tensor_scale);
-      written.push_back(sibling(a.out, "tensor_scale"));
-    }
-    write_npy(a.out, codes);
-  } catch (...) {
-    std::error_code ec;
-    for (const auto& w : written) std::filesystem::remove(w, ec);
-    throw;
-  }
+  // .npy: three files.
+  write_packed_npy(a.out, scales, q.tensor_scale ? &tensor_scale : nullptr,
+                   [&] { write_npy(a.out, codes); });
 }
 
 struct DequantizeArgs {
