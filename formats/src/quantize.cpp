@@ -207,6 +207,30 @@ Acc for_block_groups(int64_t nblocks, int64_t block_elems, int threads, bool par
   return total;
 }
 
+// The strided path's tile transpositions, in bands of 8 rows: for each column the band's
+// elements are 8 consecutive entries of the transposed side, and the band's rows are 8
+// cache lines of the row-major side, so both stay in L1 however tall the tile is (per
+// channel scales along axis 0 have tiles of thousands of rows).
+constexpr int64_t kBand = 8;
+// dst[c * rows + r] = src[r * stride + c]
+template <class T>
+void transpose_in(const T* src, int64_t stride, T* dst, int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kBand) {
+    const int64_t r1 = std::min(rows, r0 + kBand);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * stride + c];
+  }
+}
+// dst[r * stride + c] = src[c * rows + r]
+template <class T>
+void transpose_out(const T* src, T* dst, int64_t stride, int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kBand) {
+    const int64_t r1 = std::min(rows, r0 + kBand);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = r0; r < r1; ++r) dst[r * stride + c] = src[c * rows + r];
+  }
+}
+
 // A SIMD job over layout L: runs along the last axis get the cheap box arithmetic.
 BlockJob make_job(const Layout& L) {
   BlockJob job;
@@ -451,10 +475,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
         const int64_t o = slab_row / v.G, rb = slab_row % v.G;
         const int64_t r0 = rb * Lb, nr = std::min(Lb, R - r0), nc = std::min(W, C - c0);
         const int64_t first = (o * R + r0) * C + c0;  // flat index of the tile's (0, 0)
-        for (int64_t r = 0; r < nr; ++r) {
-          const float* src = xp + first + r * C;
-          for (int64_t c = 0; c < nc; ++c) in[static_cast<size_t>(c * nr + r)] = src[c];
-        }
+        transpose_in(xp + first, C, in.data(), nr, nc);
         BlockJob job;
         job.last_axis = true;
         job.row_len = nr;
@@ -464,9 +485,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
         job.ctx = &ctx;
         if (sr) {
           simd_random_rows(job, rows_rnd.data(), nr, nc, static_cast<uint64_t>(first), C);
-          for (int64_t r = 0; r < nr; ++r)
-            for (int64_t c = 0; c < nc; ++c)
-              rnd[static_cast<size_t>(c * nr + r)] = rows_rnd[static_cast<size_t>(r * nc + c)];
+          transpose_in(rows_rnd.data(), nc, rnd.data(), nr, nc);
           job.rnd = rnd.data();
         }
         job.codes = codes != nullptr ? cbuf.data() : nullptr;
@@ -479,13 +498,8 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
           if (coded_scale) q.scale_codes[b] = sc[static_cast<size_t>(c)];
           else q.scale_values[b] = sv[static_cast<size_t>(c)];
         }
-        for (int64_t r = 0; r < nr; ++r) {
-          const int64_t d = first + r * C;
-          if (out != nullptr)
-            for (int64_t c = 0; c < nc; ++c) out[d + c] = vals[static_cast<size_t>(c * nr + r)];
-          if (codes != nullptr)
-            for (int64_t c = 0; c < nc; ++c) codes[d + c] = cbuf[static_cast<size_t>(c * nr + r)];
-        }
+        if (out != nullptr) transpose_out(vals.data(), out + first, C, nr, nc);
+        if (codes != nullptr) transpose_out(cbuf.data(), codes + first, C, nr, nc);
       }
 #pragma omp critical(lpx_quantize_merge)
       {

@@ -204,11 +204,11 @@ void run_bench(const BenchArgs& a) {
       fmt::print(
           "  {{\"path\": \"{}\", \"threads\": {}, \"elements\": {}, \"seconds\": {:.6g}, "
           "\"elements_per_s\": {:.6g}, \"gb_per_s\": {:.6g}, \"memcpy_gb_per_s\": {:.6g}, "
-          "\"ratio_to_memcpy\": {:.4f}, \"speedup_over_1_thread\": {:.4f}, "
-          "\"memcpy_speedup_over_1_thread\": {:.4f}, \"rate_over_rne\": {}}}{}\n",
+          "\"ratio_to_memcpy\": {:.6g}, \"speedup_over_1_thread\": {:.6g}, "
+          "\"memcpy_speedup_over_1_thread\": {:.6g}, \"rate_over_rne\": {}}}{}\n",
           r.path, r.threads, a.size, r.seconds, n / r.seconds, r.bytes / r.seconds * 1e-9,
           r.bytes / r.memcpy_seconds * 1e-9, r.memcpy_seconds / r.seconds, r.speedup,
-          r.memcpy_speedup, r.vs_rne > 0 ? fmt::format("{:.4f}", r.vs_rne) : "null",
+          r.memcpy_speedup, r.vs_rne > 0 ? fmt::format("{:.6g}", r.vs_rne) : "null",
           k + 1 < rows.size() ? "," : "");
     }
     fmt::print("]\n");
