@@ -554,9 +554,12 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
       b.cols = std::min(kChunk, L.numel - b.base);
       return b;
     };
-    std::vector<Amax> amax(static_cast<size_t>(units));
-#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) if (parallel)
-    for (int64_t u = 0; u < units; ++u) amax[static_cast<size_t>(u)] = block_amax(xp, unit_box(u), opt);
+    // (A per-tensor piece given the whole tensor's amax needs no pass 1.)
+    const bool pass1 = !(per_tensor && opt.whole_tensor_amax);
+    std::vector<Amax> amax(pass1 ? static_cast<size_t>(units) : 0);
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads) if (parallel && pass1)
+    for (int64_t u = 0; u < (pass1 ? units : 0); ++u)
+      amax[static_cast<size_t>(u)] = block_amax(xp, unit_box(u), opt);
     Amax total;
     for (const Amax& a : amax) total.merge(a);
     if (opt.whole_tensor_amax) total = given_amax(*opt.whole_tensor_amax);

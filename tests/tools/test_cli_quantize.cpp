@@ -130,11 +130,14 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
     const lpx::QuantizedTensor q = lpx::fake_quantize({x, c.shape}, want, f, opt);
     CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
 
+    const auto quantize_packed = [&](const std::string& out) {
+      return run_lpx(std::string("quantize --emit packed --format ") + c.spec + sr + " --shape " +
+                         shape_arg + " " + (dir / "x.f32").string() + " " + out,
+                     dir)
+          .status;
+    };
     const std::string packed = (dir / "q.safetensors").string();
-    REQUIRE(run_lpx(std::string("quantize --emit packed --format ") + c.spec + sr + " --shape " +
-                        shape_arg + " " + (dir / "x.f32").string() + " " + packed,
-                    dir)
-                .status == 0);
+    REQUIRE(quantize_packed(packed) == 0);
     const auto file = lpx::read_tensor_file(packed);
     REQUIRE(file.tensors.size() == (q.tensor_scale ? 3u : 2u));
     const auto named = [](const lpx::TensorFile& tf, const std::string& name) {
@@ -168,10 +171,7 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
 
     // .npy: the codes file and its .scales.npy (and .tensor_scale.npy) siblings.
     const std::string npy = (dir / "q.npy").string();
-    REQUIRE(run_lpx(std::string("quantize --emit packed --format ") + c.spec + sr + " --shape " +
-                        shape_arg + " " + (dir / "x.f32").string() + " " + npy,
-                    dir)
-                .status == 0);
+    REQUIRE(quantize_packed(npy) == 0);
     check_packed(lpx::read_tensor_file(npy).tensors.at(0),
                  lpx::read_tensor_file((dir / "q.scales.npy").string()).tensors.at(0));
     if (q.tensor_scale)
