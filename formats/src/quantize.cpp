@@ -347,7 +347,7 @@ QuantizedTensor quantize_impl(TensorView<const float> x, const BlockFormat& form
                            simd_tensor_supported(format, L, opt);
   skip_codes = skip_codes && (simd || simd_strided || simd_tensor) && out != nullptr;
   if (!skip_codes) q.codes.assign(static_cast<size_t>(L.numel), 0);
-  const bool coded_scale = format.scale == ScaleFormat::e8m0 || format.scale == ScaleFormat::e4m3;
+  const bool coded_scale = format.scale_is_code();
   const size_t nb = static_cast<size_t>(L.nblocks);
   if (coded_scale) q.scale_codes.assign(nb, 0);
   else q.scale_values.assign(nb, 0.0f);
@@ -646,7 +646,7 @@ void dequantize(const QuantizedTensor& q, std::span<float> out, int threads) {
     throw std::invalid_argument(fmt::format(
         "dequantize: the shape has {} elements but the codes have {} and the output {}", L.numel,
         q.codes.size(), out.size()));
-  const bool coded_scale = f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
+  const bool coded_scale = f.scale_is_code();
   const size_t nscales = coded_scale ? q.scale_codes.size() : q.scale_values.size();
   if (static_cast<int64_t>(nscales) != L.nblocks)
     throw std::invalid_argument(fmt::format(

@@ -155,7 +155,7 @@ struct BlockJob {
   // The decode multiplier of block b as dequantize() reads it from the stored scale.
   float dec_of(int64_t b) const {
     const size_t i = static_cast<size_t>(b);
-    return block_scaling::coded(scale_format)
+    return scale_is_code(scale_format)
                ? block_scaling::decode_scale(scale_format, scale_codes[i], 0.0f)
                : scale_values[i];
   }

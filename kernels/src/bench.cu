@@ -118,7 +118,7 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     QuantizeOptions o;
     o.round = p.round;
     o.seed = 1;
-    const bool coded = f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
+    const bool coded = f.scale_is_code();
     const int64_t per_block = f.block.kind == BlockShape::Kind::tile ? f.block.rows * f.block.cols
                                                                       : f.block.length;
     const size_t nb = nq / static_cast<size_t>(per_block);

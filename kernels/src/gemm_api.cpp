@@ -66,7 +66,7 @@ void check_operand(const QuantizedOperand& q, const char* what) {
   validate(q.format);
   const std::string w = std::string("gemm: ") + what;
   detail::check_pointer(q.codes, 1, (w + " codes").c_str());
-  const bool coded = q.format.scale == ScaleFormat::e8m0 || q.format.scale == ScaleFormat::e4m3;
+  const bool coded = q.format.scale_is_code();
   detail::check_pointer(coded ? static_cast<const void*>(q.scale_codes) : q.scale_values, 1,
                         (w + " scales").c_str());
   if (q.format.two_level()) detail::check_pointer(q.tensor_scale, 1, (w + " tensor_scale").c_str());
@@ -159,7 +159,7 @@ GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span
                         "gemm_host: codes vs shape");
     size_t nb = 1;
     for (int64_t d : scale_grid_shape(q->shape, q->format)) nb *= static_cast<size_t>(d);
-    const bool coded = q->format.scale == ScaleFormat::e8m0 || q->format.scale == ScaleFormat::e4m3;
+    const bool coded = q->format.scale_is_code();
     detail::check_sizes(coded ? q->scale_codes.size() : q->scale_values.size(), nb,
                         "gemm_host: scales vs scale grid");
     if (q->format.two_level() && !q->tensor_scale)

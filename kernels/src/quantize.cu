@@ -69,8 +69,8 @@ __global__ void quantize_kernel(Params p, const uint32_t* tensor_amax_bits, uint
     if (tensor_scale != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
       *tensor_scale = p.scale.tensor_dec;
   }
-  const bool pow2 = bs::power_of_two(p.scale.scale);
-  const bool coded = bs::coded(p.scale.scale);
+  const bool pow2 = scale_is_power_of_two(p.scale.scale);
+  const bool coded = scale_is_code(p.scale.scale);
   for (size_t b = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; b < p.nblocks;
        b += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t r0 = (b / p.grid_cols) * p.br, c0 = (b % p.grid_cols) * p.bc;
@@ -108,7 +108,7 @@ __global__ void dequantize_kernel(DequantParams p, const uint8_t* __restrict__ c
   const bool two_level = p.scale == ScaleFormat::e4m3;
   // No tensor scale (the BF16 GEMM path applies it as alpha): the block scale only.
   const float tensor_dec = two_level && tensor_scale != nullptr ? *tensor_scale : 1.0f;
-  const bool coded = bs::coded(p.scale);
+  const bool coded = scale_is_code(p.scale);
   const size_t n = p.rows * p.cols;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -243,7 +243,7 @@ void dequantize_h2h(const uint8_t* codes, const uint8_t* scale_codes, const floa
   require_device();
   const size_t n = rows * cols;
   const size_t nb = ((rows + br - 1) / br) * ((cols + bc - 1) / bc);
-  const bool coded = bs::coded(f.scale);
+  const bool coded = f.scale_is_code();
   cuda::Buffer d_codes(n), d_sc(coded ? nb : 0), d_sv(coded ? 0 : nb * sizeof(float)),
       d_ts(sizeof(float)), d_out(n * sizeof(float));
   cuda::to_device(d_codes.get(), codes, n);

@@ -18,10 +18,6 @@ struct Geometry {
   size_t nblocks() const { return grid_rows() * grid_cols(); }
 };
 
-bool coded_scale(const BlockFormat& f) {
-  return f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
-}
-
 Geometry geometry(size_t rows, size_t cols, size_t rank, const BlockFormat& f, const char* what) {
   const launch::BlockGeometry b = launch::block_geometry(f, rank, what);
   return Geometry{rows, cols, b.br, b.bc};
@@ -65,7 +61,7 @@ QuantizedTensor make_result(std::span<const int64_t> shape, const Geometry& g, c
     q.scale_shape = {static_cast<int64_t>(g.grid_rows()), static_cast<int64_t>(g.grid_cols())};
   else q.scale_shape = {static_cast<int64_t>(g.grid_cols())};
   q.headroom_3_4 = opt.headroom_3_4;
-  if (coded_scale(f)) q.scale_codes.assign(g.nblocks(), 0);
+  if (f.scale_is_code()) q.scale_codes.assign(g.nblocks(), 0);
   else q.scale_values.assign(g.nblocks(), 0.0f);
   return q;
 }
@@ -111,7 +107,7 @@ void quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat
   const size_t n = rows * cols;
   detail::check_pointer(x, n, "quantize_device: input");
   detail::check_pointer(codes, n, "quantize_device: codes");
-  detail::check_pointer(coded_scale(f) ? static_cast<const void*>(scale_codes) : scale_values, n,
+  detail::check_pointer(f.scale_is_code() ? static_cast<const void*>(scale_codes) : scale_values, n,
                         "quantize_device: scales");
   if (f.two_level()) detail::check_pointer(tensor_scale, n, "quantize_device: tensor_scale");
   if (n > 0)
@@ -126,7 +122,7 @@ void dequantize_device(const uint8_t* codes, const uint8_t* scale_codes, const f
   const size_t n = rows * cols;
   detail::check_pointer(codes, n, "dequantize_device: codes");
   detail::check_pointer(out, n, "dequantize_device: output");
-  detail::check_pointer(coded_scale(f) ? static_cast<const void*>(scale_codes) : scale_values, n,
+  detail::check_pointer(f.scale_is_code() ? static_cast<const void*>(scale_codes) : scale_values, n,
                         "dequantize_device: scales");
   if (f.two_level()) detail::check_pointer(tensor_scale, n, "dequantize_device: tensor_scale");
   if (n > 0)
@@ -154,7 +150,7 @@ QuantizedTensor quantize_host(std::span<const float> x, std::span<const int64_t>
   QuantizedTensor q = make_result(shape, g, f, opt);
   q.codes.assign(x.size(), 0);
   if (x.empty()) return q;
-  const bool coded = coded_scale(f);
+  const bool coded = f.scale_is_code();
   float ts = 0;
   launch::quantize_h2h(x.data(), g.rows, g.cols, g.br, g.bc, f, opt, q.codes.data(),
                        coded ? q.scale_codes.data() : nullptr, coded ? nullptr : q.scale_values.data(),
@@ -167,7 +163,7 @@ void dequantize_host(const QuantizedTensor& q, std::span<float> out) {
   const BlockFormat& f = q.format;
   const Geometry g = host_geometry(q.shape, out.size(), f, "dequantize_host");
   detail::check_sizes(q.codes.size(), out.size(), "dequantize_host: codes vs output");
-  const bool coded = coded_scale(f);
+  const bool coded = f.scale_is_code();
   detail::check_sizes(coded ? q.scale_codes.size() : q.scale_values.size(), g.nblocks(),
                       "dequantize_host: block scales vs blocks");
   if (f.two_level() && !q.tensor_scale)
@@ -188,7 +184,7 @@ QuantizedTensor fake_quantize_host(std::span<const float> x, std::span<const int
   detail::check_sizes(x.size(), out.size(), "fake_quantize_host: input vs output");
   QuantizedTensor q = make_result(shape, g, f, opt);
   if (x.empty()) return q;
-  const bool coded = coded_scale(f);
+  const bool coded = f.scale_is_code();
   float ts = 0;
   launch::fake_quantize_h2h(x.data(), g.rows, g.cols, g.br, g.bc, f, opt, out.data(),
                             coded ? q.scale_codes.data() : nullptr,

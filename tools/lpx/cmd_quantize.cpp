@@ -249,7 +249,7 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
   const std::vector<int64_t> grid = scale_grid_shape(in.shape, f);
   size_t nscales = 1;
   for (int64_t d : grid) nscales *= static_cast<size_t>(d);
-  const bool coded = f.scale == ScaleFormat::e8m0 || f.scale == ScaleFormat::e4m3;
+  const bool coded = f.scale_is_code();
   BlockFormat resolved = f;  // the axis as quantize() reports it for the whole tensor
   if (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::channel)
     resolved.block.axis = f.block.axis < 0 ? f.block.axis + rank : f.block.axis;
@@ -463,7 +463,7 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   const std::vector<int64_t> grid = scale_grid_shape(q.shape, q.format);
   int64_t nblocks = 1;
   for (auto d : grid) nblocks *= d;
-  const bool coded = q.format.scale == ScaleFormat::e8m0 || q.format.scale == ScaleFormat::e4m3;
+  const bool coded = q.format.scale_is_code();
   const DType want = coded ? DType::u8 : DType::f32;
   if (scales->dtype != want || scales->numel() != nblocks)
     throw DataError(fmt::format("{}: scales must be {} {} values (grid {}), found {} of {}", a.in,

@@ -54,11 +54,22 @@
 #include <string_view>
 
 #include "lpx/formats/element_format.hpp"
+#include "lpx/numerics/hd.hpp"
 
 namespace lpx {
 
 enum class ScaleRule : uint8_t { floor, rceil, ceil, even };
 enum class ScaleFormat : uint8_t { e8m0, pow2, fp32, e4m3 };
+
+// Scales are powers of two (e8m0, pow2: the scale rules apply) or not (fp32, e4m3), and
+// stored as one-byte codes (e8m0, e4m3: QuantizedTensor::scale_codes) or as float32
+// decode multipliers (pow2, fp32: scale_values). Every executor asks these two.
+LPX_HD constexpr bool scale_is_power_of_two(ScaleFormat s) {
+  return s == ScaleFormat::e8m0 || s == ScaleFormat::pow2;
+}
+LPX_HD constexpr bool scale_is_code(ScaleFormat s) {
+  return s == ScaleFormat::e8m0 || s == ScaleFormat::e4m3;
+}
 
 struct BlockShape {
   enum class Kind : uint8_t {
@@ -84,7 +95,8 @@ struct BlockFormat {
   // The canonical spec (ELEMENT:BLOCK:SCALE[:RULE], canonical element name); parsing it
   // gives back this format, the axis aside.
   std::string spec() const;
-  bool power_of_two_scale() const { return scale == ScaleFormat::e8m0 || scale == ScaleFormat::pow2; }
+  bool power_of_two_scale() const { return scale_is_power_of_two(scale); }
+  bool scale_is_code() const { return lpx::scale_is_code(scale); }
   bool two_level() const { return scale == ScaleFormat::e4m3; }
 };
 

@@ -198,12 +198,6 @@ struct BlockScale {
   uint8_t code = 0;     // e8m0 / e4m3 code
 };
 
-LPX_HD constexpr bool power_of_two(ScaleFormat s) {
-  return s == ScaleFormat::e8m0 || s == ScaleFormat::pow2;
-}
-LPX_HD constexpr bool coded(ScaleFormat s) {
-  return s == ScaleFormat::e8m0 || s == ScaleFormat::e4m3;
-}
 
 // NVFP4's tensor encode scale (RECIPES.md): s_enc = (max_elem * 448) / amax_t over finite
 // values, capped at FLT_MAX, 1 when amax_t is 0. The decode scale is 1 / s_enc.
