@@ -13,7 +13,7 @@
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/packing.hpp"
 #include "lpx/formats/quantize.hpp"
-#include "lpx/formats/tensor_io.hpp"
+#include "lpx/io/tensor_file.hpp"
 
 using lpx_test::read_file;
 using lpx_test::run_lpx;
@@ -66,10 +66,10 @@ TEST_CASE("lpx quantize --emit values on a raw .f32 equals the library's fake_qu
   std::vector<float> want(x.size());
   const std::vector<int64_t> shape = {70, 8};
   lpx::fake_quantize({x, shape}, want, f, opt);
-  const auto file = lpx::read_tensor_file((dir / "v.npy").string());
+  const auto file = lpx::io::read_tensor_file((dir / "v.npy").string());
   REQUIRE(file.tensors.size() == 1);
   CHECK(file.tensors[0].shape == shape);
-  CHECK(same_bytes(lpx::to_float32(file.tensors[0]), want));
+  CHECK(same_bytes(lpx::io::to_float32(file.tensors[0]), want));
 }
 
 TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
@@ -138,9 +138,9 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
     };
     const std::string packed = (dir / "q.safetensors").string();
     REQUIRE(quantize_packed(packed) == 0);
-    const auto file = lpx::read_tensor_file(packed);
+    const auto file = lpx::io::read_tensor_file(packed);
     REQUIRE(file.tensors.size() == (q.tensor_scale ? 3u : 2u));
-    const auto named = [](const lpx::TensorFile& tf, const std::string& name) {
+    const auto named = [](const lpx::io::TensorFile& tf, const std::string& name) {
       for (const auto& t : tf.tensors)
         if (t.name == name) return t;
       FAIL("no tensor " << name);
@@ -150,14 +150,14 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
     const auto scale_bytes = q.scale_codes.empty()
                                  ? std::as_bytes(std::span<const float>(q.scale_values))
                                  : std::as_bytes(std::span<const uint8_t>(q.scale_codes));
-    const auto check_packed = [&](const lpx::TensorRef& got_codes, const lpx::TensorRef& got_scales) {
+    const auto check_packed = [&](const lpx::io::TensorRef& got_codes, const lpx::io::TensorRef& got_scales) {
       REQUIRE(got_codes.bytes.size() == codes.size());
       CHECK(std::memcmp(got_codes.bytes.data(), codes.data(), codes.size()) == 0);
       CHECK(got_scales.shape == q.scale_shape);
       REQUIRE(got_scales.bytes.size() == scale_bytes.size());
       CHECK(std::memcmp(got_scales.bytes.data(), scale_bytes.data(), scale_bytes.size()) == 0);
     };
-    const auto check_tensor_scale = [&](const lpx::TensorRef& t) {
+    const auto check_tensor_scale = [&](const lpx::io::TensorRef& t) {
       REQUIRE(t.bytes.size() == 4);
       float ts = 0;
       std::memcpy(&ts, t.bytes.data(), 4);
@@ -172,10 +172,10 @@ TEST_CASE("lpx quantize streams large tensors in pieces equal to one call") {
     // .npy: the codes file and its .scales.npy (and .tensor_scale.npy) siblings.
     const std::string npy = (dir / "q.npy").string();
     REQUIRE(quantize_packed(npy) == 0);
-    check_packed(lpx::read_tensor_file(npy).tensors.at(0),
-                 lpx::read_tensor_file((dir / "q.scales.npy").string()).tensors.at(0));
+    check_packed(lpx::io::read_tensor_file(npy).tensors.at(0),
+                 lpx::io::read_tensor_file((dir / "q.scales.npy").string()).tensors.at(0));
     if (q.tensor_scale)
-      check_tensor_scale(lpx::read_tensor_file((dir / "q.tensor_scale.npy").string()).tensors.at(0));
+      check_tensor_scale(lpx::io::read_tensor_file((dir / "q.tensor_scale.npy").string()).tensors.at(0));
   }
 }
 
@@ -206,7 +206,7 @@ TEST_CASE("lpx quantize --emit packed then lpx dequantize equals --emit values b
                       (dir / "n.safetensors").string(),
                   dir)
               .status == 0);
-  const auto f = lpx::read_tensor_file((dir / "n.safetensors").string());
+  const auto f = lpx::io::read_tensor_file((dir / "n.safetensors").string());
   std::vector<std::string> names;
   for (const auto& t : f.tensors) names.push_back(t.name);
   CHECK(std::find(names.begin(), names.end(), "codes") != names.end());

@@ -18,35 +18,35 @@ FloatInput read_float_input(const std::string& path, const std::string& shape_te
   if (structured && !shape_text.empty())
     throw UsageError("--shape applies to raw .f32 inputs only; " + path + " carries its shape");
   std::vector<int64_t> raw_shape;
-  if (!shape_text.empty()) raw_shape = parse_shape(shape_text);
+  if (!shape_text.empty()) raw_shape = io::parse_shape(shape_text);
   std::vector<std::string> names;
   if (!tensor_name.empty()) names.push_back(tensor_name);
   FloatInput in;
-  in.file = read_tensor_file(path, raw_shape, names);
-  if (in.file.tensors.empty()) throw DataError(path + ": no tensors in file");
+  in.file = io::read_tensor_file(path, raw_shape, names);
+  if (in.file.tensors.empty()) throw io::DataError(path + ": no tensors in file");
   if (in.file.tensors.size() > 1)
     throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
                                  in.file.tensors.size()));
-  const TensorRef& t = in.file.tensors.front();
+  const io::TensorRef& t = in.file.tensors.front();
   in.shape = t.shape;
-  if (t.numel() == 0) throw DataError(path + ": empty input (no elements)");
-  if (t.dtype == DType::f32) {
+  if (t.numel() == 0) throw io::DataError(path + ": empty input (no elements)");
+  if (t.dtype == io::DType::f32) {
     in.data = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
   } else {
-    in.values = to_float32(t);
+    in.values = io::to_float32(t);
     in.data = in.values;
   }
   return in;
 }
 
-void write_by_extension(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+void write_by_extension(const std::string& path, io::DType dtype, const std::vector<int64_t>& shape,
                         std::span<const std::byte> bytes, const std::string& name) {
   if (ends_with(path, ".npy")) {
-    write_npy(path, TensorOut{name, dtype, shape, bytes});
+    io::write_npy(path, io::TensorOut{name, dtype, shape, bytes});
   } else if (ends_with(path, ".safetensors")) {
-    write_safetensors(path, {TensorOut{name, dtype, shape, bytes}});
+    io::write_safetensors(path, {io::TensorOut{name, dtype, shape, bytes}});
   } else {
-    write_raw(path, bytes);
+    io::write_raw(path, bytes);
   }
 }
 
@@ -74,9 +74,9 @@ std::vector<std::byte> read_raw_bytes(const std::string& path) {
     chars.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
     std::ifstream file(path, std::ios::binary);
-    if (!file) throw DataError(path + ": cannot open: " + std::strerror(errno));
+    if (!file) throw io::DataError(path + ": cannot open: " + std::strerror(errno));
     chars.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-    if (file.bad()) throw DataError(path + ": read error");
+    if (file.bad()) throw io::DataError(path + ": read error");
   }
   std::vector<std::byte> bytes(chars.size());
   std::memcpy(bytes.data(), chars.data(), chars.size());

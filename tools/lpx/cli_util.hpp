@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "lpx/formats/element_format.hpp"
-#include "lpx/formats/tensor_io.hpp"
+#include "lpx/io/tensor_file.hpp"
 #include "lpx/numerics/rounding.hpp"
 
 namespace lpx::cli {
@@ -16,19 +16,19 @@ namespace lpx::cli {
 bool ends_with(const std::string& s, const std::string& suffix);
 
 // A float32 tensor read from IN (raw .f32 with optional --shape, .npy float32/16/bf16,
-// or one tensor of a .safetensors file). Empty inputs are a DataError.
+// or one tensor of a .safetensors file). Empty inputs are a io::DataError.
 struct FloatInput {
   std::vector<int64_t> shape;
   std::vector<float> values;  // only when a conversion was needed
   std::span<const float> data;
-  TensorFile file;            // keeps the mapping alive when no conversion was needed
+  io::TensorFile file;            // keeps the mapping alive when no conversion was needed
 };
 FloatInput read_float_input(const std::string& path, const std::string& shape_text,
                             const std::string& tensor_name = "");
 
 // Writes `bytes` of `dtype` with `shape` as .npy / .safetensors (one tensor named
 // `name`) / raw, chosen by OUT's extension. Atomic (temporary + rename).
-void write_by_extension(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+void write_by_extension(const std::string& path, io::DType dtype, const std::vector<int64_t>& shape,
                         std::span<const std::byte> bytes, const std::string& name = "values");
 
 // Parses a format name into a format (std::invalid_argument lists the valid names).

@@ -159,18 +159,18 @@ void run_analyze(const AnalyzeArgs& a) {
   }
   std::vector<Row> rows;
   std::vector<int64_t> raw_shape;
-  if (!a.shape.empty()) raw_shape = parse_shape(a.shape);
+  if (!a.shape.empty()) raw_shape = io::parse_shape(a.shape);
   for (const std::string& path : a.files) {
-    const TensorFile file = read_tensor_file(path, raw_shape, a.tensors);
-    if (file.tensors.empty()) throw DataError(path + ": no tensors in file");
-    for (const TensorRef& t : file.tensors) {
-      if (t.numel() == 0) throw DataError(fmt::format("{}: tensor '{}' is empty", path, t.name));
+    const io::TensorFile file = io::read_tensor_file(path, raw_shape, a.tensors);
+    if (file.tensors.empty()) throw io::DataError(path + ": no tensors in file");
+    for (const io::TensorRef& t : file.tensors) {
+      if (t.numel() == 0) throw io::DataError(fmt::format("{}: tensor '{}' is empty", path, t.name));
       std::vector<float> converted;
       std::span<const float> x;
-      if (t.dtype == DType::f32) {
+      if (t.dtype == io::DType::f32) {
         x = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
       } else {
-        converted = to_float32(t);
+        converted = io::to_float32(t);
         x = converted;
       }
       for (const std::string& f : formats) {

@@ -30,12 +30,12 @@ struct CastArgs {
 // by each element's flat index in the whole tensor, so the bits equal one whole-tensor
 // call; each piece still runs on every thread.
 template <class Out, class Cast>
-void cast_streamed(const FloatInput& in, const std::string& path, DType dtype,
+void cast_streamed(const FloatInput& in, const std::string& path, io::DType dtype,
                    const std::string& name, const CastOptions& opt, Cast cast) {
   constexpr size_t kPiece = size_t{1} << 20;
   const size_t n = in.data.size();
   std::vector<Out> buffer(std::min(n, kPiece));
-  OutputFile out(path, dtype, in.shape, name);
+  io::OutputFile out(path, dtype, in.shape, name);
   for (size_t first = 0; first < n; first += kPiece) {
     const size_t count = std::min(kPiece, n - first);
     CastOptions o = opt;
@@ -63,16 +63,16 @@ void run_cast(const CastArgs& a, const CLI::App& cmd) {
     throw UsageError("--emit must be codes or values, not '" + a.emit + "'");
 
   const FloatInput in = read_float_input(a.in, a.shape, a.tensor);
-  // The result goes to the file in cache-sized pieces (tensor_io: OutputFile): the input
+  // The result goes to the file in cache-sized pieces (tensor_io: io::OutputFile): the input
   // is memory-mapped and no whole-tensor buffer is allocated, zeroed or copied.
   if (a.emit == "values") {
-    cast_streamed<float>(in, a.out, DType::f32, "values", opt,
+    cast_streamed<float>(in, a.out, io::DType::f32, "values", opt,
                          [&](auto x, auto y, const CastOptions& o) { fake_cast_array(x, y, f, o); });
   } else if (f.bits <= 8) {
-    cast_streamed<uint8_t>(in, a.out, DType::u8, "codes", opt,
+    cast_streamed<uint8_t>(in, a.out, io::DType::u8, "codes", opt,
                            [&](auto x, auto y, const CastOptions& o) { encode_array(x, y, f, o); });
   } else {
-    cast_streamed<uint16_t>(in, a.out, DType::u16, "codes", opt,
+    cast_streamed<uint16_t>(in, a.out, io::DType::u16, "codes", opt,
                             [&](auto x, auto y, const CastOptions& o) { encode_array(x, y, f, o); });
   }
 }
@@ -87,19 +87,19 @@ void run_decode(const std::string& from, const std::string& in_path, const std::
   std::vector<int64_t> raw_shape;
   if (!shape_text.empty()) {
     if (is_npy) throw UsageError("--shape applies to raw inputs only");
-    raw_shape = parse_shape(shape_text);
+    raw_shape = io::parse_shape(shape_text);
   }
   // .npy code files go through the tensor reader; raw code files are plain bytes.
-  TensorFile file;
+  io::TensorFile file;
   std::vector<std::byte> raw;
   std::span<const std::byte> bytes;
   std::vector<int64_t> npy_shape;
   if (is_npy) {
-    file = read_tensor_file(in_path, {}, {});
-    const TensorRef& t = file.tensors.front();
-    if (t.dtype != (wide ? DType::u16 : DType::u8))
-      throw DataError(fmt::format("{}: codes of {} must be {} in .npy, not {}", in_path, f.name,
-                                  wide ? "uint16" : "uint8", dtype_name(t.dtype)));
+    file = io::read_tensor_file(in_path, {}, {});
+    const io::TensorRef& t = file.tensors.front();
+    if (t.dtype != (wide ? io::DType::u16 : io::DType::u8))
+      throw io::DataError(fmt::format("{}: codes of {} must be {} in .npy, not {}", in_path, f.name,
+                                  wide ? "uint16" : "uint8", io::dtype_name(t.dtype)));
     bytes = t.bytes;
     npy_shape = t.shape;
   } else {
@@ -108,16 +108,16 @@ void run_decode(const std::string& from, const std::string& in_path, const std::
   }
   const size_t code_size = wide ? 2 : 1;
   if (bytes.size() % code_size != 0)
-    throw DataError(fmt::format("{}: size {} is not a multiple of {} bytes per {} code", in_path,
+    throw io::DataError(fmt::format("{}: size {} is not a multiple of {} bytes per {} code", in_path,
                                 bytes.size(), code_size, f.name));
   const size_t n = bytes.size() / code_size;
-  if (n == 0) throw DataError(in_path + ": empty input (no codes)");
+  if (n == 0) throw io::DataError(in_path + ": empty input (no codes)");
   std::vector<int64_t> shape = is_npy ? npy_shape : std::vector<int64_t>{static_cast<int64_t>(n)};
   if (!raw_shape.empty()) {
     int64_t count = 1;
     for (int64_t d : raw_shape) count *= d;
     if (count != static_cast<int64_t>(n))
-      throw DataError(fmt::format("{}: --shape {} needs {} codes, the file has {}", in_path,
+      throw io::DataError(fmt::format("{}: --shape {} needs {} codes, the file has {}", in_path,
                                   shape_text, count, n));
     shape = raw_shape;
   }
@@ -127,18 +127,18 @@ void run_decode(const std::string& from, const std::string& in_path, const std::
     std::memcpy(codes.data(), bytes.data(), n * 2);
     for (size_t i = 0; i < n; ++i)
       if (codes[i] & ~f.code_mask)
-        throw DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
+        throw io::DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
                                     in_path, codes[i], i, f.name, f.bits));
     decode_array(codes, out, f);
   } else {
     const std::span<const uint8_t> codes(reinterpret_cast<const uint8_t*>(bytes.data()), n);
     for (size_t i = 0; i < n; ++i)
       if (codes[i] & ~f.code_mask)
-        throw DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
+        throw io::DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
                                     in_path, codes[i], i, f.name, f.bits));
     decode_array(codes, out, f);
   }
-  write_by_extension(out_path, DType::f32, shape, as_bytes_of(out));
+  write_by_extension(out_path, io::DType::f32, shape, as_bytes_of(out));
 }
 
 const bool registered = register_command(20, [](CLI::App& app) {

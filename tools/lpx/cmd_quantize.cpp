@@ -33,7 +33,7 @@
 #include "lpx/formats/codec.hpp"
 #include "lpx/formats/packing.hpp"
 #include "lpx/formats/quantize.hpp"
-#include "lpx/formats/tensor_io.hpp"
+#include "lpx/io/tensor_file.hpp"
 
 namespace lpx::cli {
 namespace {
@@ -93,7 +93,7 @@ BlockFormat resolve_format(const QuantizeArgs& a, const CLI::App& cmd) {
 // dtypes are converted into `owned`.
 struct Input {
   std::vector<int64_t> shape;
-  TensorFile file;
+  io::TensorFile file;
   std::vector<float> owned;
   std::span<const float> values;
 };
@@ -104,24 +104,24 @@ Input read_input(const std::string& path, const std::string& shape, const std::s
     throw UsageError("--shape applies to raw float32 inputs; .npy and .safetensors carry shapes");
   if (!tensor.empty() && !ends_with(path, ".safetensors"))
     throw UsageError("--tensor applies to .safetensors inputs");
-  const std::vector<int64_t> raw_shape = shape.empty() ? std::vector<int64_t>{} : parse_shape(shape);
+  const std::vector<int64_t> raw_shape = shape.empty() ? std::vector<int64_t>{} : io::parse_shape(shape);
   std::vector<std::string> names;
   if (!tensor.empty()) names.push_back(tensor);
-  TensorFile file = read_tensor_file(path, raw_shape, names);
+  io::TensorFile file = io::read_tensor_file(path, raw_shape, names);
   if (file.tensors.size() != 1)
     throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
                                  file.tensors.size()));
-  const TensorRef& t = file.tensors.front();
-  if (t.dtype == DType::u8 || t.dtype == DType::u16)
-    throw DataError(fmt::format("{}: unsupported dtype {} (quantize reads float32, float16, "
+  const io::TensorRef& t = file.tensors.front();
+  if (t.dtype == io::DType::u8 || t.dtype == io::DType::u16)
+    throw io::DataError(fmt::format("{}: unsupported dtype {} (quantize reads float32, float16, "
                                 "bfloat16, float8 tensors)",
-                                path, dtype_name(t.dtype)));
+                                path, io::dtype_name(t.dtype)));
   Input in;
   in.shape = t.shape;
-  if (t.dtype == DType::f32) {
+  if (t.dtype == io::DType::f32) {
     in.values = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
   } else {
-    in.owned = to_float32(t);
+    in.owned = io::to_float32(t);
     in.values = in.owned;
   }
   in.file = file;
@@ -194,7 +194,7 @@ void quantize_values_streamed(const Input& in, const Pieces& pieces, const Block
                               const QuantizeOptions& opt, const std::string& path,
                               const std::string& name) {
   std::vector<float> buffer;
-  OutputFile out(path, DType::f32, in.shape, name);
+  io::OutputFile out(path, io::DType::f32, in.shape, name);
   for_each_piece(in, pieces, 1, opt, [&](TensorView<const float> x, const QuantizeOptions& o) {
     buffer.resize(x.data.size());
     fake_quantize_values(x, buffer, f, o);
@@ -219,14 +219,14 @@ std::vector<std::pair<std::string, std::string>> packed_metadata(const BlockForm
 // --emit packed to .npy: OUT.scales.npy (and OUT.tensor_scale.npy when there is one)
 // first, then the codes file by write_codes(); a failure at any step removes the
 // siblings already written, so no partial set is left behind.
-void write_packed_npy(const std::string& path, const TensorOut& scales,
-                      const TensorOut* tensor_scale, const std::function<void()>& write_codes) {
+void write_packed_npy(const std::string& path, const io::TensorOut& scales,
+                      const io::TensorOut* tensor_scale, const std::function<void()>& write_codes) {
   std::vector<std::string> written;
   try {
-    write_npy(sibling(path, "scales"), scales);
+    io::write_npy(sibling(path, "scales"), scales);
     written.push_back(sibling(path, "scales"));
     if (tensor_scale != nullptr) {
-      write_npy(sibling(path, "tensor_scale"), *tensor_scale);
+      io::write_npy(sibling(path, "tensor_scale"), *tensor_scale);
       written.push_back(sibling(path, "tensor_scale"));
     }
     write_codes();
@@ -258,17 +258,17 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
   };
   const size_t code_bytes = packed_size(in.values.size(), p);
   const std::vector<int64_t> codes_shape = {static_cast<int64_t>(code_bytes)};
-  const DType scale_dtype = coded ? DType::u8 : DType::f32;
+  const io::DType scale_dtype = coded ? io::DType::u8 : io::DType::f32;
   const bool npy = ends_with(path, ".npy");
-  std::unique_ptr<OutputFile> out;
+  std::unique_ptr<io::OutputFile> out;
   if (npy) {
-    out = std::make_unique<OutputFile>(path, DType::u8, codes_shape);
+    out = std::make_unique<io::OutputFile>(path, io::DType::u8, codes_shape);
   } else {
-    std::vector<TensorOut> layout = {
-        {"codes", DType::u8, codes_shape, sized(code_bytes)},
+    std::vector<io::TensorOut> layout = {
+        {"codes", io::DType::u8, codes_shape, sized(code_bytes)},
         {"scales", scale_dtype, grid, sized(nscales * (coded ? 1 : 4))}};
-    if (f.two_level()) layout.push_back({"tensor_scale", DType::f32, {1}, sized(4)});
-    out = std::make_unique<OutputFile>(path, layout,
+    if (f.two_level()) layout.push_back({"tensor_scale", io::DType::f32, {1}, sized(4)});
+    out = std::make_unique<io::OutputFile>(path, layout,
                                        packed_metadata(resolved, in.shape, p, opt.headroom_3_4));
   }
   std::vector<uint8_t> scale_codes;
@@ -296,8 +296,8 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
     return;
   }
   // .npy: the codes file is only renamed into place by commit(), after the siblings.
-  const TensorOut ts{"tensor_scale", DType::f32, {1}, as_bytes_of(tensor_scale)};
-  write_packed_npy(path, TensorOut{"scales", scale_dtype, grid, scale_bytes},
+  const io::TensorOut ts{"tensor_scale", io::DType::f32, {1}, as_bytes_of(tensor_scale)};
+  write_packed_npy(path, io::TensorOut{"scales", scale_dtype, grid, scale_bytes},
                    f.two_level() ? &ts : nullptr, [&] { out->commit(); });
 }
 
@@ -349,7 +349,7 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
     const auto out = std::make_unique_for_overwrite<float[]>(in.values.size());
     const std::span<float> values(out.get(), in.values.size());
     fake_quantize_values({in.values, in.shape}, values, f, opt);
-    OutputFile file(a.out, DType::f32, in.shape, name);
+    io::OutputFile file(a.out, io::DType::f32, in.shape, name);
     file.append(std::as_bytes(values));
     file.commit();
     return;
@@ -363,20 +363,20 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   const std::vector<uint8_t> packed = pack(q.codes, p);
   const std::vector<int64_t> codes_shape = {static_cast<int64_t>(packed.size())};
   const bool coded = !q.scale_codes.empty() || q.scale_values.empty();
-  const TensorOut scales = coded ? TensorOut{"scales", DType::u8, q.scale_shape, as_bytes_of(q.scale_codes)}
-                                 : TensorOut{"scales", DType::f32, q.scale_shape, as_bytes_of(q.scale_values)};
+  const io::TensorOut scales = coded ? io::TensorOut{"scales", io::DType::u8, q.scale_shape, as_bytes_of(q.scale_codes)}
+                                 : io::TensorOut{"scales", io::DType::f32, q.scale_shape, as_bytes_of(q.scale_values)};
   const std::vector<float> ts = q.tensor_scale ? std::vector<float>{*q.tensor_scale} : std::vector<float>{};
-  const TensorOut codes{"codes", DType::u8, codes_shape, as_bytes_of(packed)};
-  const TensorOut tensor_scale{"tensor_scale", DType::f32, {1}, as_bytes_of(ts)};
+  const io::TensorOut codes{"codes", io::DType::u8, codes_shape, as_bytes_of(packed)};
+  const io::TensorOut tensor_scale{"tensor_scale", io::DType::f32, {1}, as_bytes_of(ts)};
   if (ends_with(a.out, ".safetensors")) {
-    std::vector<TensorOut> tensors = {codes, scales};
+    std::vector<io::TensorOut> tensors = {codes, scales};
     if (q.tensor_scale) tensors.push_back(tensor_scale);
-    write_safetensors(a.out, tensors, packed_metadata(q.format, q.shape, p, q.headroom_3_4));
+    io::write_safetensors(a.out, tensors, packed_metadata(q.format, q.shape, p, q.headroom_3_4));
     return;
   }
   // .npy: three files.
   write_packed_npy(a.out, scales, q.tensor_scale ? &tensor_scale : nullptr,
-                   [&] { write_npy(a.out, codes); });
+                   [&] { io::write_npy(a.out, codes); });
 }
 
 struct DequantizeArgs {
@@ -386,37 +386,37 @@ struct DequantizeArgs {
   int threads = 0;
 };
 
-const TensorRef& find_tensor(const TensorFile& f, const std::string& name, const std::string& path) {
+const io::TensorRef& find_tensor(const io::TensorFile& f, const std::string& name, const std::string& path) {
   for (const auto& t : f.tensors)
     if (t.name == name) return t;
-  throw DataError(fmt::format("{}: no tensor '{}' (is it the output of `lpx quantize --emit packed`?)",
+  throw io::DataError(fmt::format("{}: no tensor '{}' (is it the output of `lpx quantize --emit packed`?)",
                               path, name));
 }
 
 void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   QuantizedTensor q;
-  TensorFile file, scales_file, ts_file;
-  const TensorRef* codes = nullptr;
-  const TensorRef* scales = nullptr;
-  const TensorRef* ts = nullptr;
+  io::TensorFile file, scales_file, ts_file;
+  const io::TensorRef* codes = nullptr;
+  const io::TensorRef* scales = nullptr;
+  const io::TensorRef* ts = nullptr;
   std::string packing;
   if (ends_with(a.in, ".safetensors")) {
     if (cmd.count("--format") || cmd.count("--shape") || cmd.count("--axis") || a.headroom)
       throw UsageError("--format, --shape, --axis and --headroom-3-4 apply to .npy inputs; a "
                        ".safetensors input carries them in its metadata");
-    file = read_tensor_file(a.in);
+    file = io::read_tensor_file(a.in);
     std::map<std::string, std::string> meta(file.metadata.begin(), file.metadata.end());
     for (const char* key : {"format", "shape", "axis", "packing"})
       if (!meta.count(key))
-        throw DataError(fmt::format("{}: metadata lacks '{}' (not written by `lpx quantize "
+        throw io::DataError(fmt::format("{}: metadata lacks '{}' (not written by `lpx quantize "
                                     "--emit packed`?)",
                                     a.in, key));
     try {
       q.format = parse_block_format(meta["format"]);
       q.format.block.axis = std::stoi(meta["axis"]);
-      q.shape = meta["shape"].empty() ? std::vector<int64_t>{} : parse_shape(meta["shape"]);
+      q.shape = meta["shape"].empty() ? std::vector<int64_t>{} : io::parse_shape(meta["shape"]);
     } catch (const std::exception& e) {
-      throw DataError(fmt::format("{}: bad metadata: {}", a.in, e.what()));
+      throw io::DataError(fmt::format("{}: bad metadata: {}", a.in, e.what()));
     }
     q.headroom_3_4 = meta.count("headroom_3_4") && meta["headroom_3_4"] == "1";
     packing = meta["packing"];
@@ -429,14 +429,14 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
       throw UsageError("a .npy packed input needs --format and --shape (.npy has no metadata)");
     q.format = parse_block_format(a.format);
     if (cmd.count("--axis")) q.format.block.axis = a.axis;
-    q.shape = parse_shape(a.shape);
+    q.shape = io::parse_shape(a.shape);
     q.headroom_3_4 = a.headroom;
-    file = read_tensor_file(a.in);
-    scales_file = read_tensor_file(sibling(a.in, "scales"));
+    file = io::read_tensor_file(a.in);
+    scales_file = io::read_tensor_file(sibling(a.in, "scales"));
     codes = &file.tensors.front();
     scales = &scales_file.tensors.front();
     if (q.format.two_level()) {
-      ts_file = read_tensor_file(sibling(a.in, "tensor_scale"));
+      ts_file = io::read_tensor_file(sibling(a.in, "tensor_scale"));
       ts = &ts_file.tensors.front();
     }
   } else {
@@ -446,43 +446,43 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   const ElementFormat& e = q.format.element;
   const Packing p = packing_for_bits(e.bits);
   if (!packing.empty() && packing != packing_name(p))
-    throw DataError(fmt::format("{}: packing '{}' does not match {} ({})", a.in, packing, e.name_view(),
+    throw io::DataError(fmt::format("{}: packing '{}' does not match {} ({})", a.in, packing, e.name_view(),
                                 packing_name(p)));
   int64_t numel = 1;
   for (auto d : q.shape) numel *= d;
   const size_t n = static_cast<size_t>(numel);
-  if (codes->dtype != DType::u8 || codes->bytes.size() != packed_size(n, p))
-    throw DataError(fmt::format("{}: codes must be {} uint8 bytes for shape {}, found {} bytes of {}",
+  if (codes->dtype != io::DType::u8 || codes->bytes.size() != packed_size(n, p))
+    throw io::DataError(fmt::format("{}: codes must be {} uint8 bytes for shape {}, found {} bytes of {}",
                                 a.in, packed_size(n, p), shape_text(q.shape), codes->bytes.size(),
-                                dtype_name(codes->dtype)));
+                                io::dtype_name(codes->dtype)));
   q.codes = unpack(std::span(reinterpret_cast<const uint8_t*>(codes->bytes.data()), codes->bytes.size()), n, p);
   for (size_t i = 0; i < n; ++i)
     if (q.codes[i] > e.code_mask)
-      throw DataError(fmt::format("{}: code {} at element {} does not fit {} ({} bits)", a.in,
+      throw io::DataError(fmt::format("{}: code {} at element {} does not fit {} ({} bits)", a.in,
                                   q.codes[i], i, e.name_view(), e.bits));
   const std::vector<int64_t> grid = scale_grid_shape(q.shape, q.format);
   int64_t nblocks = 1;
   for (auto d : grid) nblocks *= d;
   const bool coded = q.format.scale_is_code();
-  const DType want = coded ? DType::u8 : DType::f32;
+  const io::DType want = coded ? io::DType::u8 : io::DType::f32;
   if (scales->dtype != want || scales->numel() != nblocks)
-    throw DataError(fmt::format("{}: scales must be {} {} values (grid {}), found {} of {}", a.in,
-                                nblocks, dtype_name(want), shape_text(grid), scales->numel(),
-                                dtype_name(scales->dtype)));
+    throw io::DataError(fmt::format("{}: scales must be {} {} values (grid {}), found {} of {}", a.in,
+                                nblocks, io::dtype_name(want), shape_text(grid), scales->numel(),
+                                io::dtype_name(scales->dtype)));
   if (coded) {
     q.scale_codes.resize(static_cast<size_t>(nblocks));
     std::memcpy(q.scale_codes.data(), scales->bytes.data(), q.scale_codes.size());
   } else {
-    q.scale_values = to_float32(*scales);
+    q.scale_values = io::to_float32(*scales);
   }
   if (q.format.two_level()) {
-    if (ts == nullptr || ts->dtype != DType::f32 || ts->numel() != 1)
-      throw DataError(fmt::format("{}: a two-level format needs a float32 tensor_scale of one value", a.in));
-    q.tensor_scale = to_float32(*ts)[0];
+    if (ts == nullptr || ts->dtype != io::DType::f32 || ts->numel() != 1)
+      throw io::DataError(fmt::format("{}: a two-level format needs a float32 tensor_scale of one value", a.in));
+    q.tensor_scale = io::to_float32(*ts)[0];
   }
   std::vector<float> out(n);
   dequantize(q, out, a.threads);
-  write_by_extension(a.out, DType::f32, q.shape, as_bytes_of(out));
+  write_by_extension(a.out, io::DType::f32, q.shape, as_bytes_of(out));
 }
 
 const bool registered_quantize = register_command(40, [](CLI::App& app) {

@@ -4,7 +4,7 @@
 // Error contract (DESIGN.md): one line on stderr and a non-zero exit, never a crash or a
 // half-written file. Usage errors (bad options, unknown format names, conflicting
 // options) exit 2 via UsageError/CLI11; bad data (unreadable or malformed files,
-// sizes that do not fit) exits 1 via lpx::DataError or any other std::exception.
+// sizes that do not fit) exits 1 via lpx::io::DataError or any other std::exception.
 #pragma once
 
 #include <functional>

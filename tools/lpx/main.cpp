@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "lpx/formats/tensor_io.hpp"
+#include "lpx/io/tensor_file.hpp"
 
 namespace lpx::cli {
 

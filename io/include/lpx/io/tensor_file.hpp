@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-namespace lpx {
+namespace lpx::io {
 
 // Bad data (as opposed to bad usage): the CLI exits 1 on it, 2 on usage errors.
 struct DataError : std::runtime_error {
@@ -142,4 +142,4 @@ class OutputFile {
 // read with --shape is never empty), or a product that overflows int64.
 std::vector<int64_t> parse_shape(const std::string& text);
 
-}  // namespace lpx
+}  // namespace lpx::io

@@ -3,7 +3,7 @@
 // arithmetic) against the bytes actually present before any tensor view is formed, so a
 // hostile file gives a DataError, never an out-of-bounds view. The parsers work on a byte
 // span so that the fuzz targets (tests/fuzz) exercise exactly the code the readers use.
-#include "lpx/formats/tensor_io.hpp"
+#include "lpx/io/tensor_file.hpp"
 
 #include <algorithm>
 #include <array>
@@ -31,7 +31,7 @@
 static_assert(std::endian::native == std::endian::little,
               "tensor files are little-endian and are viewed in place");
 
-namespace lpx {
+namespace lpx::io {
 
 namespace {
 
@@ -1035,4 +1035,4 @@ std::vector<int64_t> parse_shape(const std::string& text) {
   return shape;
 }
 
-}  // namespace lpx
+}  // namespace lpx::io

@@ -17,11 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "lpx/formats/tensor_io.hpp"
+#include "lpx/io/tensor_file.hpp"
 
 namespace fs = std::filesystem;
-using lpx::DataError;
-using lpx::DType;
+using lpx::io::DataError;
+using lpx::io::DType;
 
 namespace {
 
@@ -30,7 +30,7 @@ namespace {
     try {                                                                \
       (void)(expr);                                                      \
       FAIL("expected a DataError from " #expr);                          \
-    } catch (const lpx::DataError& e) {                                  \
+    } catch (const lpx::io::DataError& e) {                                  \
       INFO("message: " << e.what());                                     \
       CHECK_THAT(std::string(e.what()), Catch::Contains(fragment));      \
     }                                                                    \
@@ -102,12 +102,12 @@ std::span<const std::byte> span_of(const std::string& s) {
   return std::as_bytes(std::span<const char>(s.data(), s.size()));
 }
 
-lpx::TensorFile parse_npy(const std::string& s) { return lpx::parse_npy(span_of(s), "mem.npy"); }
-lpx::TensorFile parse_st(const std::string& s, const std::vector<std::string>& names = {}) {
-  return lpx::parse_safetensors(span_of(s), names, "mem.safetensors");
+lpx::io::TensorFile parse_npy(const std::string& s) { return lpx::io::parse_npy(span_of(s), "mem.npy"); }
+lpx::io::TensorFile parse_st(const std::string& s, const std::vector<std::string>& names = {}) {
+  return lpx::io::parse_safetensors(span_of(s), names, "mem.safetensors");
 }
 
-std::string bytes_of(const lpx::TensorRef& t) {
+std::string bytes_of(const lpx::io::TensorRef& t) {
   return std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
 }
 
@@ -136,23 +136,23 @@ void with_stdin(const std::string& path, Fn fn) {
 }  // namespace
 
 TEST_CASE("dtype sizes and names") {
-  CHECK(lpx::dtype_size(DType::f32) == 4);
-  CHECK(lpx::dtype_size(DType::bf16) == 2);
-  CHECK(lpx::dtype_size(DType::f16) == 2);
-  CHECK(lpx::dtype_size(DType::u16) == 2);
-  CHECK(lpx::dtype_size(DType::u8) == 1);
-  CHECK(lpx::dtype_size(DType::f8_e4m3) == 1);
-  CHECK(std::string(lpx::dtype_name(DType::bf16)) == "bfloat16");
-  CHECK(std::string(lpx::dtype_name(DType::f8_e4m3)) == "float8_e4m3fn");
+  CHECK(lpx::io::dtype_size(DType::f32) == 4);
+  CHECK(lpx::io::dtype_size(DType::bf16) == 2);
+  CHECK(lpx::io::dtype_size(DType::f16) == 2);
+  CHECK(lpx::io::dtype_size(DType::u16) == 2);
+  CHECK(lpx::io::dtype_size(DType::u8) == 1);
+  CHECK(lpx::io::dtype_size(DType::f8_e4m3) == 1);
+  CHECK(std::string(lpx::io::dtype_name(DType::bf16)) == "bfloat16");
+  CHECK(std::string(lpx::io::dtype_name(DType::f8_e4m3)) == "float8_e4m3fn");
 }
 
 TEST_CASE("parse_shape") {
-  CHECK(lpx::parse_shape("4x32x16") == std::vector<int64_t>{4, 32, 16});
-  CHECK(lpx::parse_shape("7") == std::vector<int64_t>{7});
+  CHECK(lpx::io::parse_shape("4x32x16") == std::vector<int64_t>{4, 32, 16});
+  CHECK(lpx::io::parse_shape("7") == std::vector<int64_t>{7});
   for (const char* bad : {"", "x", "4x", "x4", "4xx3", "4x-3", "-4", "+4", "4X3", "4 x3", "a",
                           "0", "4x0", "99999999999999999999", "4294967296x4294967296"}) {
     INFO(bad);
-    CHECK_THROWS_AS(lpx::parse_shape(bad), std::invalid_argument);
+    CHECK_THROWS_AS(lpx::io::parse_shape(bad), std::invalid_argument);
   }
 }
 
@@ -167,7 +167,7 @@ TEST_CASE("npy v1, v2, v3 headers read float32") {
     CHECK(t.dtype == DType::f32);
     CHECK(t.shape == std::vector<int64_t>{2, 3});
     CHECK(t.numel() == 6);
-    CHECK(lpx::to_float32(t) == kSix);
+    CHECK(lpx::io::to_float32(t) == kSix);
   }
 }
 
@@ -196,29 +196,29 @@ TEST_CASE("npy scalar, empty and other dtypes") {
                                           le_bytes(std::vector<float>{42.0f})));
   CHECK(scalar.tensors[0].shape.empty());
   CHECK(scalar.tensors[0].numel() == 1);
-  CHECK(lpx::to_float32(scalar.tensors[0]) == std::vector<float>{42.0f});
+  CHECK(lpx::io::to_float32(scalar.tensors[0]) == std::vector<float>{42.0f});
 
   const auto empty = parse_npy(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0,), }", ""));
   CHECK(empty.tensors[0].numel() == 0);
-  CHECK(lpx::to_float32(empty.tensors[0]).empty());
+  CHECK(lpx::io::to_float32(empty.tensors[0]).empty());
   const auto empty2 = parse_npy(npy_bytes(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 0), }", ""));
   CHECK(empty2.tensors[0].shape == std::vector<int64_t>{3, 0});
 
   const auto f16 = parse_npy(npy_bytes(1, "{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }",
                                        le_bytes(std::vector<uint16_t>{0x3C00, 0xC000, 0x0001})));
   CHECK(f16.tensors[0].dtype == DType::f16);
-  CHECK(lpx::to_float32(f16.tensors[0]) == std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24)});
+  CHECK(lpx::io::to_float32(f16.tensors[0]) == std::vector<float>{1.0f, -2.0f, std::ldexp(1.0f, -24)});
 
   const auto u8 = parse_npy(npy_bytes(1, "{'descr': '|u1', 'fortran_order': False, 'shape': (4,), }",
                                       std::string("\x00\x01\x7f\xff", 4)));
   CHECK(u8.tensors[0].dtype == DType::u8);
   CHECK(bytes_of(u8.tensors[0]) == std::string("\x00\x01\x7f\xff", 4));
-  REQUIRE_DATA_ERROR(lpx::to_float32(u8.tensors[0]), "codes");
+  REQUIRE_DATA_ERROR(lpx::io::to_float32(u8.tensors[0]), "codes");
 
   const auto u16 = parse_npy(npy_bytes(2, "{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }",
                                        le_bytes(std::vector<uint16_t>{1, 65535})));
   CHECK(u16.tensors[0].dtype == DType::u16);
-  REQUIRE_DATA_ERROR(lpx::to_float32(u16.tensors[0]), "codes");
+  REQUIRE_DATA_ERROR(lpx::io::to_float32(u16.tensors[0]), "codes");
 }
 
 TEST_CASE("npy bfloat16 saved by ml_dtypes as a 2-byte void") {
@@ -230,7 +230,7 @@ TEST_CASE("npy bfloat16 saved by ml_dtypes as a 2-byte void") {
         1, std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (2, 2), }", data));
     const auto& t = f.tensors[0];
     CHECK(t.dtype == DType::bf16);
-    const auto v = lpx::to_float32(t);
+    const auto v = lpx::io::to_float32(t);
     CHECK(v[0] == 1.0f);
     CHECK(v[1] == -3.0f);
     CHECK(std::isinf(v[2]));
@@ -344,14 +344,14 @@ TEST_CASE("safetensors reads every dtype, metadata, selection, in data order") {
   CHECK(f.metadata == std::vector<std::pair<std::string, std::string>>{{"format", "pt"}, {"note", "x"}});
   CHECK(f.storage == nullptr);
 
-  CHECK(lpx::to_float32(f.tensors[0]) == std::vector<float>{1.0f, 2.0f});
+  CHECK(lpx::io::to_float32(f.tensors[0]) == std::vector<float>{1.0f, 2.0f});
   CHECK(f.tensors[0].shape == std::vector<int64_t>{1, 2});
   CHECK(f.tensors[1].numel() == 0);
-  CHECK(lpx::to_float32(f.tensors[2]) == std::vector<float>{0.5f, -1.0f, 8.0f});
-  CHECK(lpx::to_float32(f.tensors[3]) == std::vector<float>{1.0f});
+  CHECK(lpx::io::to_float32(f.tensors[2]) == std::vector<float>{0.5f, -1.0f, 8.0f});
+  CHECK(lpx::io::to_float32(f.tensors[3]) == std::vector<float>{1.0f});
   CHECK(f.tensors[3].shape.empty());
-  CHECK(lpx::to_float32(f.tensors[4]) == std::vector<float>{448.0f, std::ldexp(1.0f, -9), 1.0f});
-  const auto e5 = lpx::to_float32(f.tensors[5]);
+  CHECK(lpx::io::to_float32(f.tensors[4]) == std::vector<float>{448.0f, std::ldexp(1.0f, -9), 1.0f});
+  const auto e5 = lpx::io::to_float32(f.tensors[5]);
   CHECK(e5[0] == 57344.0f);
   CHECK(std::isinf(e5[1]));
   CHECK(e5[2] == std::ldexp(1.0f, -16));
@@ -367,11 +367,11 @@ TEST_CASE("safetensors reads every dtype, metadata, selection, in data order") {
   // The same bytes through a file: the reader maps it and names the file in errors.
   TempDir dir;
   write_file(dir.file("m.safetensors"), file);
-  const auto g = lpx::read_tensor_file(dir.file("m.safetensors"));
+  const auto g = lpx::io::read_tensor_file(dir.file("m.safetensors"));
   CHECK(g.tensors.size() == 8);
   CHECK(g.storage != nullptr);
   CHECK(g.tensors[0].bytes.data() == static_cast<const std::byte*>(g.storage.get()) + 8 + json.size());
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.file("m.safetensors"), {}, {"zz"}),
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("m.safetensors"), {}, {"zz"}),
                      dir.file("m.safetensors") + ": no tensor named 'zz'");
 }
 
@@ -436,43 +436,43 @@ TEST_CASE("raw float32 files") {
   TempDir dir;
   const std::string path = dir.file("x.f32");
   write_file(path, le_bytes(kSix));
-  const auto f = lpx::read_tensor_file(path);
+  const auto f = lpx::io::read_tensor_file(path);
   CHECK(f.tensors[0].shape == std::vector<int64_t>{6});
-  CHECK(lpx::to_float32(f.tensors[0]) == kSix);
-  CHECK(lpx::read_tensor_file(path, {3, 2}).tensors[0].shape == std::vector<int64_t>{3, 2});
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(path, {4, 2}), "shape 4x2 does not match the 6 float32 values");
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(path, {4294967296, 4294967296}), "does not match");
+  CHECK(lpx::io::to_float32(f.tensors[0]) == kSix);
+  CHECK(lpx::io::read_tensor_file(path, {3, 2}).tensors[0].shape == std::vector<int64_t>{3, 2});
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(path, {4, 2}), "shape 4x2 does not match the 6 float32 values");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(path, {4294967296, 4294967296}), "does not match");
 
   write_file(dir.file("odd.bin"), "12345");
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.file("odd.bin")), "size 5 is not a multiple of 4 bytes");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("odd.bin")), "size 5 is not a multiple of 4 bytes");
   write_file(dir.file("empty.f32"), "");
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.file("empty.f32")), dir.file("empty.f32") + ": empty input");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("empty.f32")), dir.file("empty.f32") + ": empty input");
   write_file(dir.file("empty.npy"), "");
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.file("empty.npy")), "bad magic");
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.file("missing.f32")), "No such file or directory");
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.path.string()), "is a directory");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("empty.npy")), "bad magic");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("missing.f32")), "No such file or directory");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.path.string()), "is a directory");
   // The extension decides, case-insensitively; a .NPY that is not one says so.
   write_file(dir.file("UPPER.NPY"), le_bytes(kSix));
-  REQUIRE_DATA_ERROR(lpx::read_tensor_file(dir.file("UPPER.NPY")), "bad magic");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("UPPER.NPY")), "bad magic");
 }
 
 TEST_CASE("stdin: raw, .npy by magic, empty") {
   TempDir dir;
   write_file(dir.file("raw"), le_bytes(kSix));
   with_stdin(dir.file("raw"), [] {
-    const auto f = lpx::read_tensor_file("-", {2, 3});
+    const auto f = lpx::io::read_tensor_file("-", {2, 3});
     CHECK(f.tensors[0].shape == std::vector<int64_t>{2, 3});
-    CHECK(lpx::to_float32(f.tensors[0]) == kSix);
+    CHECK(lpx::io::to_float32(f.tensors[0]) == kSix);
     CHECK(f.storage != nullptr);
   });
   write_file(dir.file("npy"), npy_bytes(1, kF32Dict, le_bytes(kSix)));
   with_stdin(dir.file("npy"), [] {
-    const auto f = lpx::read_tensor_file("-");
+    const auto f = lpx::io::read_tensor_file("-");
     CHECK(f.tensors[0].shape == std::vector<int64_t>{2, 3});
-    CHECK(lpx::to_float32(f.tensors[0]) == kSix);
+    CHECK(lpx::io::to_float32(f.tensors[0]) == kSix);
   });
   write_file(dir.file("empty"), "");
-  with_stdin(dir.file("empty"), [] { REQUIRE_DATA_ERROR(lpx::read_tensor_file("-"), "<stdin>: empty input"); });
+  with_stdin(dir.file("empty"), [] { REQUIRE_DATA_ERROR(lpx::io::read_tensor_file("-"), "<stdin>: empty input"); });
 }
 
 namespace {
@@ -515,16 +515,16 @@ TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
   // the exact bit pattern, NaN payloads included (it is the top half of a float32).
   std::vector<uint16_t> all(65536);
   for (uint32_t i = 0; i < 65536; ++i) all[i] = static_cast<uint16_t>(i);
-  lpx::TensorRef t;
+  lpx::io::TensorRef t;
   t.dtype = DType::bf16;
   t.shape = {65536};
   const std::string b = le_bytes(all);
   t.bytes = span_of(b);
-  const auto v = lpx::to_float32(t);
+  const auto v = lpx::io::to_float32(t);
   for (uint32_t i = 0; i < 65536; ++i) REQUIRE(std::bit_cast<uint32_t>(v[i]) == i << 16);
 
   t.dtype = DType::f16;
-  const auto h = lpx::to_float32(t);
+  const auto h = lpx::io::to_float32(t);
   check_all_codes(h, 5, 10, false);
   CHECK(h[0x7BFF] == 65504.0f);
   CHECK(std::isinf(h[0x7C00]));
@@ -534,11 +534,11 @@ TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
 
   std::string codes(256, '\0');
   for (int i = 0; i < 256; ++i) codes[static_cast<size_t>(i)] = static_cast<char>(i);
-  lpx::TensorRef e;
+  lpx::io::TensorRef e;
   e.dtype = DType::f8_e4m3;
   e.shape = {256};
   e.bytes = span_of(codes);
-  const auto e4 = lpx::to_float32(e);
+  const auto e4 = lpx::io::to_float32(e);
   check_all_codes(e4, 4, 3, true);
   CHECK(e4[0x7E] == 448.0f);
   CHECK(std::isnan(e4[0x7F]));
@@ -546,7 +546,7 @@ TEST_CASE("to_float32 is exact for every 8- and 16-bit float code") {
   CHECK(e4[0x78] == 256.0f);  // no Inf in e4m3fn: S.1111.000 is finite
   CHECK(e4[0x08] == std::ldexp(1.0f, -6));
   e.dtype = DType::f8_e5m2;
-  const auto e5 = lpx::to_float32(e);
+  const auto e5 = lpx::io::to_float32(e);
   check_all_codes(e5, 5, 2, false);
   CHECK(std::isinf(e5[0x7C]));
   CHECK(std::isnan(e5[0x7D]));
@@ -569,47 +569,47 @@ TEST_CASE("write_npy round trips and lays out the file as numpy does") {
                                    {DType::u8, {3}, &u8, "'|u1'"},       {DType::f32, {}, &f32, "'<f4'"},
                                    {DType::f32, {0}, &f32, "'<f4'"}};
   for (const auto& c : cases) {
-    lpx::TensorOut out;
+    lpx::io::TensorOut out;
     out.dtype = c.dtype;
     out.shape = c.shape;
     int64_t n = 1;
     for (auto d : c.shape) n *= d;
-    out.bytes = span_of(*c.bytes).first(static_cast<size_t>(n) * lpx::dtype_size(c.dtype));
+    out.bytes = span_of(*c.bytes).first(static_cast<size_t>(n) * lpx::io::dtype_size(c.dtype));
     const std::string path = dir.file("out.npy");
-    lpx::write_npy(path, out);
+    lpx::io::write_npy(path, out);
     const std::string file = read_file(path);
-    INFO(lpx::dtype_name(c.dtype) << " " << file.substr(10, 70));
+    INFO(lpx::io::dtype_name(c.dtype) << " " << file.substr(10, 70));
     CHECK(file.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
     const size_t hlen = static_cast<unsigned char>(file[8]) | (static_cast<size_t>(static_cast<unsigned char>(file[9])) << 8);
     CHECK((10 + hlen) % 64 == 0);
     CHECK(file[10 + hlen - 1] == '\n');
     CHECK_THAT(file, Catch::Contains(std::string("'descr': ") + c.descr));
     CHECK(file.size() == 10 + hlen + out.bytes.size());
-    const auto back = lpx::read_tensor_file(path);
+    const auto back = lpx::io::read_tensor_file(path);
     REQUIRE(back.tensors.size() == 1);
     CHECK(back.tensors[0].dtype == c.dtype);
     CHECK(back.tensors[0].shape == c.shape);
     CHECK(bytes_of(back.tensors[0]) == std::string(reinterpret_cast<const char*>(out.bytes.data()), out.bytes.size()));
   }
   // The exact header numpy 1.x/2.x writes for a (2, 3) float32 array.
-  lpx::TensorOut out{"", DType::f32, {2, 3}, span_of(f32)};
-  lpx::write_npy(dir.file("a.npy"), out);
+  lpx::io::TensorOut out{"", DType::f32, {2, 3}, span_of(f32)};
+  lpx::io::write_npy(dir.file("a.npy"), out);
   const std::string numpy_dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
   CHECK(read_file(dir.file("a.npy")).substr(10, numpy_dict.size()) == numpy_dict);
   // float8 has no .npy descr that reads back as itself.
-  lpx::TensorOut f8{"", DType::f8_e4m3, {3}, span_of(u8)};
-  REQUIRE_DATA_ERROR(lpx::write_npy(dir.file("f8.npy"), f8), "float8_e4m3fn");
+  lpx::io::TensorOut f8{"", DType::f8_e4m3, {3}, span_of(u8)};
+  REQUIRE_DATA_ERROR(lpx::io::write_npy(dir.file("f8.npy"), f8), "float8_e4m3fn");
   CHECK_FALSE(fs::exists(dir.file("f8.npy")));
   // Bytes that do not match the shape are a programming error.
-  lpx::TensorOut bad{"", DType::f32, {7}, span_of(f32)};
-  CHECK_THROWS_AS(lpx::write_npy(dir.file("bad.npy"), bad), std::invalid_argument);
+  lpx::io::TensorOut bad{"", DType::f32, {7}, span_of(f32)};
+  CHECK_THROWS_AS(lpx::io::write_npy(dir.file("bad.npy"), bad), std::invalid_argument);
   // A header too long for version 1.0's u16 length switches to 2.0.
   std::vector<int64_t> many(30000, 1);
-  lpx::TensorOut wide{"", DType::f32, many, span_of(f32).first(4)};
-  lpx::write_npy(dir.file("wide.npy"), wide);
+  lpx::io::TensorOut wide{"", DType::f32, many, span_of(f32).first(4)};
+  lpx::io::write_npy(dir.file("wide.npy"), wide);
   const std::string w = read_file(dir.file("wide.npy"));
   CHECK(w[6] == '\x02');
-  CHECK(lpx::read_tensor_file(dir.file("wide.npy")).tensors[0].shape.size() == 30000);
+  CHECK(lpx::io::read_tensor_file(dir.file("wide.npy")).tensors[0].shape.size() == 30000);
 }
 
 TEST_CASE("write_safetensors round trips every dtype with metadata") {
@@ -617,20 +617,20 @@ TEST_CASE("write_safetensors round trips every dtype with metadata") {
   const std::string f32 = le_bytes(kSix);
   const std::string b16 = le_bytes(std::vector<uint16_t>{0x3F80, 0xC040});
   const std::string c8 = std::string("\x7e\x01\x38", 3);
-  std::vector<lpx::TensorOut> ts = {
+  std::vector<lpx::io::TensorOut> ts = {
       {"z.weight", DType::f32, {2, 3}, span_of(f32)}, {"bf", DType::bf16, {2}, span_of(b16)},
       {"half", DType::f16, {1, 2}, span_of(b16)},     {"e4", DType::f8_e4m3, {3}, span_of(c8)},
       {"e5", DType::f8_e5m2, {3}, span_of(c8)},       {"u8", DType::u8, {1, 3}, span_of(c8)},
       {"u16", DType::u16, {2}, span_of(b16)},         {"nothing", DType::f32, {0}, {}}};
   const std::string path = dir.file("t.safetensors");
-  lpx::write_safetensors(path, ts, {{"format", "pt"}, {"lpx", "1"}});
+  lpx::io::write_safetensors(path, ts, {{"format", "pt"}, {"lpx", "1"}});
   const std::string file = read_file(path);
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(static_cast<unsigned char>(file[static_cast<size_t>(i)])) << (8 * i);
   CHECK(n % 8 == 0);
   CHECK(file[8] == '{');
   CHECK_THAT(file.substr(8, n), Catch::Contains("\"__metadata__\":{\"format\":\"pt\",\"lpx\":\"1\"}"));
-  const auto back = lpx::read_tensor_file(path);
+  const auto back = lpx::io::read_tensor_file(path);
   // Written in the given order, so data-offset order equals it (the empty tensor sorts
   // before the tensor that starts at the same offset).
   std::vector<std::string> names;
@@ -645,10 +645,10 @@ TEST_CASE("write_safetensors round trips every dtype with metadata") {
   }
   CHECK(back.metadata == std::vector<std::pair<std::string, std::string>>{{"format", "pt"}, {"lpx", "1"}});
 
-  std::vector<lpx::TensorOut> dup = {ts[0], ts[0]};
-  CHECK_THROWS_AS(lpx::write_safetensors(dir.file("d.safetensors"), dup), std::invalid_argument);
-  std::vector<lpx::TensorOut> reserved = {{"__metadata__", DType::u8, {1}, span_of(c8).first(1)}};
-  CHECK_THROWS_AS(lpx::write_safetensors(dir.file("r.safetensors"), reserved), std::invalid_argument);
+  std::vector<lpx::io::TensorOut> dup = {ts[0], ts[0]};
+  CHECK_THROWS_AS(lpx::io::write_safetensors(dir.file("d.safetensors"), dup), std::invalid_argument);
+  std::vector<lpx::io::TensorOut> reserved = {{"__metadata__", DType::u8, {1}, span_of(c8).first(1)}};
+  CHECK_THROWS_AS(lpx::io::write_safetensors(dir.file("r.safetensors"), reserved), std::invalid_argument);
   CHECK_FALSE(fs::exists(dir.file("d.safetensors")));
 }
 
@@ -657,27 +657,27 @@ TEST_CASE("write_raw round trips and writers are atomic") {
   const std::string f32 = le_bytes(kSix);
   const std::string path = dir.file("r.f32");
   write_file(path, "old contents");
-  lpx::write_raw(path, span_of(f32));
+  lpx::io::write_raw(path, span_of(f32));
   CHECK(read_file(path) == f32);
-  CHECK(lpx::to_float32(lpx::read_tensor_file(path).tensors[0]) == kSix);
+  CHECK(lpx::io::to_float32(lpx::io::read_tensor_file(path).tensors[0]) == kSix);
 
   // Unwritable destinations: a missing directory, a directory in the way of the rename,
   // and (when not running as root) a read-only directory. Nothing may be left behind.
   const std::string missing = dir.file("no/such/dir/out.npy");
-  REQUIRE_DATA_ERROR(lpx::write_raw(missing, span_of(f32)), missing);
-  lpx::TensorOut out{"", DType::f32, {6}, span_of(f32)};
-  REQUIRE_DATA_ERROR(lpx::write_npy(missing, out), missing);
-  REQUIRE_DATA_ERROR(lpx::write_safetensors(missing, {out}), missing);
+  REQUIRE_DATA_ERROR(lpx::io::write_raw(missing, span_of(f32)), missing);
+  lpx::io::TensorOut out{"", DType::f32, {6}, span_of(f32)};
+  REQUIRE_DATA_ERROR(lpx::io::write_npy(missing, out), missing);
+  REQUIRE_DATA_ERROR(lpx::io::write_safetensors(missing, {out}), missing);
   fs::create_directory(dir.file("blocker.npy"));
-  REQUIRE_DATA_ERROR(lpx::write_npy(dir.file("blocker.npy"), out), dir.file("blocker.npy") + ": cannot rename");
+  REQUIRE_DATA_ERROR(lpx::io::write_npy(dir.file("blocker.npy"), out), dir.file("blocker.npy") + ": cannot rename");
   CHECK(fs::is_directory(dir.file("blocker.npy")));
   // procfs refuses new files even to root, so this case runs everywhere.
-  REQUIRE_DATA_ERROR(lpx::write_raw("/proc/self/lpx_out.f32", span_of(f32)), "/proc/self/lpx_out.f32");
+  REQUIRE_DATA_ERROR(lpx::io::write_raw("/proc/self/lpx_out.f32", span_of(f32)), "/proc/self/lpx_out.f32");
   CHECK_FALSE(fs::exists("/proc/self/lpx_out.f32"));
   if (::geteuid() != 0) {
     fs::create_directory(dir.file("ro"));
     fs::permissions(dir.file("ro"), fs::perms::owner_read | fs::perms::owner_exec);
-    REQUIRE_DATA_ERROR(lpx::write_npy(dir.file("ro/out.npy"), out), dir.file("ro/out.npy"));
+    REQUIRE_DATA_ERROR(lpx::io::write_npy(dir.file("ro/out.npy"), out), dir.file("ro/out.npy"));
     CHECK(fs::is_empty(dir.file("ro")));
     fs::permissions(dir.file("ro"), fs::perms::owner_all);
   }
@@ -693,11 +693,11 @@ TEST_CASE("a 64 MiB file is mapped, not copied") {
   std::vector<std::byte> big(n);
   for (size_t i = 0; i < n; i += 4096) big[i] = std::byte{0x3F};
   const std::string path = dir.file("big.f32");
-  lpx::write_raw(path, big);
+  lpx::io::write_raw(path, big);
   big.clear();
   big.shrink_to_fit();
 
-  const auto f = lpx::read_tensor_file(path);
+  const auto f = lpx::io::read_tensor_file(path);
   REQUIRE(f.storage != nullptr);
   const auto* data = f.tensors[0].bytes.data();
   CHECK(f.tensors[0].bytes.size() == n);
@@ -720,9 +720,9 @@ TEST_CASE("a 64 MiB file is mapped, not copied") {
   CHECK(found);
 
   // A .npy of the same size maps too, with the data at the 64-byte aligned offset.
-  lpx::TensorOut out{"", DType::f32, {16, int64_t{1} << 20}, f.tensors[0].bytes};
-  lpx::write_npy(dir.file("big.npy"), out);
-  const auto g = lpx::read_tensor_file(dir.file("big.npy"));
+  lpx::io::TensorOut out{"", DType::f32, {16, int64_t{1} << 20}, f.tensors[0].bytes};
+  lpx::io::write_npy(dir.file("big.npy"), out);
+  const auto g = lpx::io::read_tensor_file(dir.file("big.npy"));
   CHECK(g.tensors[0].bytes.data() == static_cast<const std::byte*>(g.storage.get()) + 128);
   CHECK(g.tensors[0].numel() == int64_t{16} << 20);
 }
@@ -744,7 +744,7 @@ TEST_CASE("fuzz corpus and regression seeds parse or fail cleanly") {
       try {
         const auto f = std::string(kind) == "npy" ? parse_npy(bytes) : parse_st(bytes);
         for (const auto& t : f.tensors)
-          if (t.dtype != DType::u8 && t.dtype != DType::u16) (void)lpx::to_float32(t);
+          if (t.dtype != DType::u8 && t.dtype != DType::u16) (void)lpx::io::to_float32(t);
         parsed = true;
       } catch (const DataError&) {
       }
@@ -768,12 +768,12 @@ TEST_CASE("OutputFile writes in pieces the bytes the whole-tensor writers write"
     INFO(ext);
     const std::string whole = dir.file(std::string("whole") + ext);
     const std::string pieces = dir.file(std::string("pieces") + ext);
-    const lpx::TensorOut t{"values", lpx::DType::f32, shape, bytes};
-    if (std::string(ext) == ".npy") lpx::write_npy(whole, t);
-    else if (std::string(ext) == ".safetensors") lpx::write_safetensors(whole, {t});
-    else lpx::write_raw(whole, bytes);
+    const lpx::io::TensorOut t{"values", lpx::io::DType::f32, shape, bytes};
+    if (std::string(ext) == ".npy") lpx::io::write_npy(whole, t);
+    else if (std::string(ext) == ".safetensors") lpx::io::write_safetensors(whole, {t});
+    else lpx::io::write_raw(whole, bytes);
     {
-      lpx::OutputFile out(pieces, lpx::DType::f32, shape, "values");
+      lpx::io::OutputFile out(pieces, lpx::io::DType::f32, shape, "values");
       out.append(bytes.subspan(0, 1234));  // not a whole element: pieces are plain bytes
       out.append(bytes.subspan(1234, 0));
       out.append(bytes.subspan(1234));
@@ -788,15 +788,15 @@ TEST_CASE("OutputFile's several-tensor form writes write_safetensors' bytes") {
   std::vector<uint8_t> codes(300);
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7);
   const std::vector<float> scales = {0.5f, 2.0f, 8.0f};
-  const std::vector<lpx::TensorOut> tensors = {
-      {"codes", lpx::DType::u8, {300}, std::as_bytes(std::span<const uint8_t>(codes))},
-      {"scales", lpx::DType::f32, {3, 1}, std::as_bytes(std::span<const float>(scales))}};
+  const std::vector<lpx::io::TensorOut> tensors = {
+      {"codes", lpx::io::DType::u8, {300}, std::as_bytes(std::span<const uint8_t>(codes))},
+      {"scales", lpx::io::DType::f32, {3, 1}, std::as_bytes(std::span<const float>(scales))}};
   const std::vector<std::pair<std::string, std::string>> meta = {{"format", "e2m1:b32:e8m0"},
                                                                  {"shape", "300"}};
   const std::string whole = dir.file("whole.safetensors"), pieces = dir.file("pieces.safetensors");
-  lpx::write_safetensors(whole, tensors, meta);
+  lpx::io::write_safetensors(whole, tensors, meta);
   {
-    lpx::OutputFile out(pieces, tensors, meta);
+    lpx::io::OutputFile out(pieces, tensors, meta);
     out.append(tensors[0].bytes.subspan(0, 100));
     out.append(tensors[0].bytes.subspan(100));
     out.append(tensors[1].bytes);
@@ -804,12 +804,12 @@ TEST_CASE("OutputFile's several-tensor form writes write_safetensors' bytes") {
   }
   CHECK(read_file(pieces) == read_file(whole));
   {
-    lpx::OutputFile out(dir.file("short.safetensors"), tensors, meta);
+    lpx::io::OutputFile out(dir.file("short.safetensors"), tensors, meta);
     out.append(tensors[0].bytes);
     CHECK_THROWS_AS(out.commit(), std::invalid_argument);  // the scales never came
   }
   CHECK(!fs::exists(dir.file("short.safetensors")));
-  CHECK_THROWS_AS(lpx::OutputFile(dir.file("two.npy"), tensors, meta), std::invalid_argument);
+  CHECK_THROWS_AS(lpx::io::OutputFile(dir.file("two.npy"), tensors, meta), std::invalid_argument);
   CHECK(!fs::exists(dir.file("two.npy")));
 }
 
@@ -820,23 +820,23 @@ TEST_CASE("OutputFile leaves no file behind unless every byte was appended and c
   const std::string path = dir.file("out.npy");
   const auto no_files = [&] { return fs::is_empty(dir.path); };
   {
-    lpx::OutputFile out(path, lpx::DType::f32, {16});
+    lpx::io::OutputFile out(path, lpx::io::DType::f32, {16});
     out.append(bytes.subspan(0, 8));
   }  // destroyed before commit: the temporary is removed
   CHECK(no_files());
   {
-    lpx::OutputFile out(path, lpx::DType::f32, {16});
+    lpx::io::OutputFile out(path, lpx::io::DType::f32, {16});
     out.append(bytes.subspan(0, 60));
     CHECK_THROWS_AS(out.commit(), std::invalid_argument);  // 4 bytes short
   }
   CHECK(no_files());
   {
-    lpx::OutputFile out(path, lpx::DType::f32, {16});
+    lpx::io::OutputFile out(path, lpx::io::DType::f32, {16});
     CHECK_THROWS_AS(out.append(std::as_bytes(std::span<const float>(std::vector<float>(17)))),
                     std::invalid_argument);  // one element too many
   }
   CHECK(no_files());
-  REQUIRE_DATA_ERROR(lpx::OutputFile(dir.file("f8.npy"), lpx::DType::f8_e4m3, {4}),
+  REQUIRE_DATA_ERROR(lpx::io::OutputFile(dir.file("f8.npy"), lpx::io::DType::f8_e4m3, {4}),
                      "no unambiguous .npy dtype");
   CHECK(no_files());
 }
