@@ -123,6 +123,29 @@ void describe_block(const BlockFormat& f, int64_t rows, int64_t cols, const Role
 
 }  // namespace
 
+void merge_into(OperandStats& t, const OperandStats& s) {
+  const double n0 = static_cast<double>(t.elements), n1 = static_cast<double>(s.elements);
+  t.flushed_pct = (t.flushed_pct * n0 + s.flushed_pct * n1) / (n0 + n1);
+  t.saturated_pct = (t.saturated_pct * n0 + s.saturated_pct * n1) / (n0 + n1);
+  t.sqnr_db = std::min(t.sqnr_db, s.sqnr_db);
+  t.amax = std::max(t.amax, s.amax);
+  t.elements += s.elements;
+  t.clamped_blocks = t.clamped_blocks < 0 || s.clamped_blocks < 0 ? -1 : t.clamped_blocks + s.clamped_blocks;
+}
+
+void merge_into(AppliedOperand& t, const AppliedOperand& s) {
+  auto join = [](std::string& a, const std::string& b) {
+    if (a != b && ("|" + a + "|").find("|" + b + "|") == std::string::npos) a += "|" + b;
+  };
+  join(t.element, s.element);
+  join(t.block, s.block);
+  join(t.scale, s.scale);
+  join(t.tensor_scale, s.tensor_scale);
+  join(t.scale_rule, s.scale_rule);
+  join(t.rounding, s.rounding);
+  join(t.transform, s.transform);
+}
+
 OperandQuantizer::OperandQuantizer(const Recipe& recipe, const LayerInfo& layer, uint64_t seed)
     : layer_(layer), seed_(seed), high_precision_(keeps_high_precision(recipe, layer)) {
   for (GemmRole r : kAllGemmRoles) {
@@ -161,6 +184,21 @@ void OperandQuantizer::restore_history(GemmRole role, std::span<const float> val
         role_name(role), values.size(), h->length(), layer_.name));
   h.emplace(h->length(), h->reduction());
   for (float a : values) h->push(a);
+}
+
+void OperandQuantizer::observe(GemmRole role, const float* in, int64_t rows, int64_t cols,
+                               OperandStats* stats, AppliedOperand* applied) const {
+  if (!is_identity(role))
+    throw std::logic_error(fmt::format("OperandQuantizer::observe({}): the role quantizes (layer {})",
+                                       role_name(role), layer_.name));
+  if (applied) {
+    *applied = AppliedOperand{};
+    applied->axis = reduction_axis(role);
+  }
+  if (stats) {
+    *stats = OperandStats{};
+    error_stats(in, in, rows * cols, *stats);
+  }
 }
 
 void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,

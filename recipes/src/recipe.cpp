@@ -450,6 +450,16 @@ std::string Recipe::describe() const {
   return s;
 }
 
+std::string_view layer_kind_name(LayerInfo::Kind k) {
+  switch (k) {
+    case LayerInfo::linear: return "linear";
+    case LayerInfo::attention_bmm: return "attention_bmm";
+    case LayerInfo::embedding: return "embedding";
+    case LayerInfo::head: return "head";
+  }
+  return "?";
+}
+
 bool keeps_high_precision(const Recipe& recipe, const LayerInfo& layer) {
   const auto& hp = recipe.high_precision;
   switch (layer.kind) {

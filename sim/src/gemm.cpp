@@ -90,52 +90,30 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   }
 }
 
-QuantGemms::QuantGemms(LayerInfo info, std::unique_ptr<GemmQuantizer> q, Accumulation acc)
-    : info_(std::move(info)), q_(std::move(q)), acc_(acc) {}
+QuantGemms::QuantGemms(OperandQuantizer q, Accumulation acc) : q_(std::move(q)), acc_(acc) {}
 
-const float* QuantGemms::quant(Role r, const float* in, int64_t rows, int64_t cols,
+const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_t cols,
                                uint64_t step, bool collect, std::vector<float>& buf) {
   OperandStats s;
-  OperandStats* sp = collect ? &s : nullptr;
+  AppliedOperand a;
   const float* result = in;
-  if (q_->is_identity(r)) {
-    if (collect) {
-      fill_stats_from_difference(in, in, rows * cols, sp);
-      s.applied.axis = reduction_axis(r);
-    }
+  if (q_.is_identity(r)) {
+    // nothing to compute: the GEMM multiplies the operand itself
+    if (collect) q_.observe(r, in, rows, cols, &s, &a);
   } else {
     buf.resize(static_cast<size_t>(rows * cols));
-    q_->apply(r, in, buf.data(), rows, cols, step, sp);
+    q_.apply(r, in, buf.data(), rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr);
     result = buf.data();
   }
   if (operand_hook) operand_hook(r, in, result, rows, cols, step);
   if (collect) {
-    OperandStats& t = stats[static_cast<size_t>(r)];
-    if (merge && t.elements > 0) {
-      // calls that applied different formats (a transform skipped for one extent, say)
-      // are listed side by side: "rht64:per_call|none"
-      auto join = [](std::string& a, const std::string& b) {
-        if (a != b && ("|" + a + "|").find("|" + b + "|") == std::string::npos) a += "|" + b;
-      };
-      AppliedFormat& a = t.applied;
-      const AppliedFormat& b = s.applied;
-      join(a.element, b.element);
-      join(a.block, b.block);
-      join(a.scale, b.scale);
-      join(a.tensor_scale, b.tensor_scale);
-      join(a.scale_rule, b.scale_rule);
-      join(a.rounding, b.rounding);
-      join(a.transform, b.transform);
-      const double n0 = static_cast<double>(t.elements), n1 = static_cast<double>(s.elements);
-      t.flushed_pct = (t.flushed_pct * n0 + s.flushed_pct * n1) / (n0 + n1);
-      t.saturated_pct = (t.saturated_pct * n0 + s.saturated_pct * n1) / (n0 + n1);
-      t.sqnr_db = std::min(t.sqnr_db, s.sqnr_db);
-      t.amax = std::max(t.amax, s.amax);
-      t.elements += s.elements;
-      // -1: not counted (a device backend), for the merged calls too
-      t.clamped_blocks = t.clamped_blocks < 0 || s.clamped_blocks < 0 ? -1 : t.clamped_blocks + s.clamped_blocks;
+    const auto i = static_cast<size_t>(r);
+    if (merge && stats[i].elements > 0) {
+      merge_into(stats[i], s);
+      merge_into(applied[i], a);
     } else {
-      t = s;
+      stats[i] = s;
+      applied[i] = a;
     }
   }
   return result;
@@ -143,8 +121,8 @@ const float* QuantGemms::quant(Role r, const float* in, int64_t rows, int64_t co
 
 void QuantGemms::forward(const float* x, const float* w, const float* bias, float* y, int64_t m,
                          int64_t n, int64_t k, uint64_t step, bool collect) {
-  const float* xq = quant(Role::fwd_x, x, m, k, step, collect, qa_);
-  const float* wq = quant(Role::fwd_w, w, n, k, step, collect, qb_);
+  const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, qa_);
+  const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, qb_);
   // y (M,N) = xq (M,K) wq (N,K)^T
   gemm(Trans::n, Trans::t, xq, wq, y, m, n, k, acc_, false);
   if (bias) {
@@ -158,13 +136,13 @@ void QuantGemms::backward(const float* dy, const float* x, const float* w, float
                           float* dbias, int64_t m, int64_t n, int64_t k, uint64_t step,
                           bool collect, bool dx_accumulate) {
   if (dx) {
-    const float* dyq = quant(Role::dgrad_dy, dy, m, n, step, collect, qa_);
-    const float* wq = quant(Role::dgrad_w, w, n, k, step, collect, qb_);
+    const float* dyq = quant(GemmRole::dgrad_dy, dy, m, n, step, collect, qa_);
+    const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, qb_);
     // dx (M,K) = dyq (M,N) wq (N,K)
     gemm(Trans::n, Trans::n, dyq, wq, dx, m, k, n, acc_, dx_accumulate);
   }
-  const float* dyq = quant(Role::wgrad_dy, dy, m, n, step, collect, qa_);
-  const float* xq = quant(Role::wgrad_x, x, m, k, step, collect, qb_);
+  const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, qa_);
+  const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, qb_);
   // dw (N,K) += dyq^T (N,M) xq (M,K)
   gemm(Trans::t, Trans::n, dyq, xq, dw, n, k, m, acc_, true);
   if (dbias) {

@@ -42,12 +42,18 @@ int64_t argmax_correct(const float* logits, const int32_t* targets, int64_t n, i
   return correct;
 }
 
-std::unique_ptr<QuantGemms> make_gemms(const SimRecipe& recipe, LayerInfo info, uint64_t seed) {
-  const bool high = recipe.keeps_high_precision(info);
-  auto q = recipe.make_quantizer(info, seed);
-  const Accumulation acc = high ? Accumulation{} : recipe.numerics.accumulation;
-  return std::make_unique<QuantGemms>(std::move(info), std::move(q), acc);
-}
+// The recipe's pieces every layer needs.
+struct LayerFactory {
+  const Recipe& recipe;
+  std::shared_ptr<OperandBackend> backend;
+  uint64_t seed;
+  std::unique_ptr<QuantGemms> operator()(const LayerInfo& info) const {
+    OperandQuantizer q(recipe, info, seed);
+    q.set_backend(backend);
+    const Accumulation acc = q.high_precision() ? Accumulation{} : recipe.accumulation;
+    return std::make_unique<QuantGemms>(std::move(q), acc);
+  }
+};
 }  // namespace
 
 int64_t Model::add_tensor(std::string name, std::vector<int64_t> shape, bool decay) {
@@ -76,10 +82,10 @@ namespace {
 
 class Mlp final : public Model {
  public:
-  Mlp(const ModelConfig& cfg, const SimRecipe& recipe, int batch, uint64_t seed)
+  Mlp(const ModelConfig& cfg, const LayerFactory& make_gemms, int batch, uint64_t seed)
       : Model(cfg), batch_(batch) {
-    if (cfg.activation != "relu" && cfg.activation != "gelu")
-      throw std::invalid_argument(fmt::format("mlp: activation '{}' is not relu or gelu", cfg.activation));
+    if (cfg.activation != Activation::relu && cfg.activation != Activation::gelu)
+      throw std::invalid_argument(fmt::format("mlp: activation '{}' is not relu or gelu", activation_name(cfg.activation)));
     dims_.push_back(cfg.inputs);
     for (int h : cfg.hidden) dims_.push_back(h);
     dims_.push_back(cfg.classes);
@@ -91,10 +97,10 @@ class Mlp final : public Model {
     allocate();
     for (int i = 0; i < nl; ++i) {
       const double fan_in = static_cast<double>(dims_[i]);
-      const double stdev = (cfg.activation == "relu" && i + 1 < nl ? std::sqrt(2.0) : 1.0) / std::sqrt(fan_in);
+      const double stdev = (cfg.activation == Activation::relu && i + 1 < nl ? std::sqrt(2.0) : 1.0) / std::sqrt(fan_in);
       init_normal(p(w_off_[i]), dims_[i + 1] * dims_[i], w_off_[i], static_cast<float>(stdev), seed);
       LayerInfo info{i, nl, i + 1 == nl ? LayerInfo::head : LayerInfo::linear, fmt::format("fc{}", i)};
-      gemms_.push_back(make_gemms(recipe, info, seed));
+      gemms_.push_back(make_gemms(info));
     }
     // activations: acts[i] is the input of layer i (B, dims[i]); pre[i] its output (B, dims[i+1])
     acts_.resize(static_cast<size_t>(nl));
@@ -122,7 +128,7 @@ class Mlp final : public Model {
       gemms_[static_cast<size_t>(i)]->forward(acts_[i].data(), p(w_off_[i]), p(b_off_[i]),
                                               pre_[i].data(), bsz, dims_[i + 1], dims_[i], step, collect);
       if (i + 1 < nl) {
-        if (cfg_.activation == "relu") L::relu_forward(acts_[i + 1].data(), pre_[i].data(), bsz * dims_[i + 1]);
+        if (cfg_.activation == Activation::relu) L::relu_forward(acts_[i + 1].data(), pre_[i].data(), bsz * dims_[i + 1]);
         else L::gelu_forward(acts_[i + 1].data(), pre_[i].data(), bsz * dims_[i + 1]);
       }
     }
@@ -145,7 +151,7 @@ class Mlp final : public Model {
                                                d(b_off_[i]), bsz, dims_[i + 1], dims_[i], step, collect);
       if (i > 0) {
         zero(dpre_[i - 1]);
-        if (cfg_.activation == "relu")
+        if (cfg_.activation == Activation::relu)
           L::relu_backward(dpre_[i - 1].data(), pre_[i - 1].data(), dacts_[i].data(), bsz * dims_[i]);
         else
           L::gelu_backward(dpre_[i - 1].data(), pre_[i - 1].data(), dacts_[i].data(), bsz * dims_[i]);
@@ -180,13 +186,13 @@ class Gpt final : public Model {
   };
 
  public:
-  Gpt(const ModelConfig& cfg, const SimRecipe& recipe, int batch, uint64_t seed)
+  Gpt(const ModelConfig& cfg, const LayerFactory& make_gemms, int batch, uint64_t seed)
       : Model(cfg), B_(batch), T_(cfg.context), C_(cfg.channels), NH_(cfg.heads), V_(cfg.vocab) {
     if (V_ < 2) throw std::invalid_argument("gpt: vocabulary size must be at least 2");
     if (C_ % NH_ != 0) throw std::invalid_argument("gpt: channels must be a multiple of heads");
-    if (cfg.activation != "gelu" && cfg.activation != "swiglu")
-      throw std::invalid_argument(fmt::format("gpt: activation '{}' is not gelu or swiglu", cfg.activation));
-    swiglu_ = cfg.activation == "swiglu";
+    if (cfg.activation != Activation::gelu && cfg.activation != Activation::swiglu)
+      throw std::invalid_argument(fmt::format("gpt: activation '{}' is not gelu or swiglu", activation_name(cfg.activation)));
+    swiglu_ = cfg.activation == Activation::swiglu;
     // SwiGLU hidden width ~ 8C/3 (same parameter count as a 4C GELU MLP), a multiple of 16
     H_ = swiglu_ ? (8 * C_ / 3 + 15) / 16 * 16 : 4 * C_;
     F_ = swiglu_ ? 2 * H_ : H_;
@@ -230,7 +236,7 @@ class Gpt final : public Model {
       Block& k = blocks_[static_cast<size_t>(l)];
       const std::string h = fmt::format("h{}.", l);
       auto add = [&](const std::string& name, LayerInfo::Kind kind) {
-        gemms_.push_back(make_gemms(recipe, LayerInfo{l, nl, kind, h + name}, seed));
+        gemms_.push_back(make_gemms(LayerInfo{l, nl, kind, h + name}));
         return gemms_.back().get();
       };
       k.qkv = add("attn.qkv", LayerInfo::linear);
@@ -250,7 +256,7 @@ class Gpt final : public Model {
       resize(k.ln2, N * C_); resize(k.ln2_mean, N); resize(k.ln2_rstd, N);
       resize(k.fch, N * F_); resize(k.fch_act, N * H_);
     }
-    gemms_.push_back(make_gemms(recipe, LayerInfo{nl - 1, nl, LayerInfo::head, "lm_head"}, seed));
+    gemms_.push_back(make_gemms(LayerInfo{nl - 1, nl, LayerInfo::head, "lm_head"}));
     head_gemm_ = gemms_.back().get();
     resid_.resize(static_cast<size_t>(nl) + 1);
     for (auto& r : resid_) resize(r, N * C_);
@@ -434,12 +440,38 @@ class Gpt final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_model(const ModelConfig& cfg, const SimRecipe& recipe, int batch,
-                                  uint64_t seed) {
-  if (batch < 1) throw std::invalid_argument("batch must be at least 1");
-  if (cfg.kind == "mlp") return std::make_unique<Mlp>(cfg, recipe, batch, seed);
-  if (cfg.kind == "gpt") return std::make_unique<Gpt>(cfg, recipe, batch, seed);
-  throw std::invalid_argument(fmt::format("unknown model '{}' (mlp | gpt)", cfg.kind));
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe,
+                                  std::shared_ptr<OperandBackend> backend, int batch, uint64_t seed) {
+  const LayerFactory make_gemms{recipe, std::move(backend), seed};
+  switch (cfg.kind) {
+    case ModelKind::mlp: return std::make_unique<Mlp>(cfg, make_gemms, batch, seed);
+    case ModelKind::gpt: return std::make_unique<Gpt>(cfg, make_gemms, batch, seed);
+  }
+  throw std::invalid_argument("unknown model kind");
+}
+
+std::string_view model_kind_name(ModelKind k) { return k == ModelKind::gpt ? "gpt" : "mlp"; }
+
+ModelKind model_kind_by_name(std::string_view name) {
+  if (name == "mlp") return ModelKind::mlp;
+  if (name == "gpt") return ModelKind::gpt;
+  throw std::invalid_argument(fmt::format("unknown model '{}' (mlp | gpt)", name));
+}
+
+std::string_view activation_name(Activation a) {
+  switch (a) {
+    case Activation::relu: return "relu";
+    case Activation::gelu: return "gelu";
+    case Activation::swiglu: return "swiglu";
+  }
+  return "?";
+}
+
+Activation activation_by_name(std::string_view name) {
+  if (name == "relu") return Activation::relu;
+  if (name == "gelu") return Activation::gelu;
+  if (name == "swiglu") return Activation::swiglu;
+  throw std::invalid_argument(fmt::format("unknown activation '{}' (relu | gelu | swiglu)", name));
 }
 
 }  // namespace lpx::sim

@@ -24,9 +24,10 @@ void to_bf16(std::vector<float>& x, Rounding round, uint64_t seed, uint32_t stre
 }
 }  // namespace
 
-AdamW::AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, Numerics numerics,
-             uint64_t seed)
-    : decay_(n, 0), cfg_(cfg), numerics_(numerics), seed_(seed), m_(n, 0.0f), v_(n, 0.0f), next_(n, 0.0f) {
+AdamW::AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, MasterWeights master,
+             OptimizerState moments, uint64_t seed)
+    : decay_(n, 0), cfg_(cfg), master_(master), moments_(moments), seed_(seed), m_(n, 0.0f), v_(n, 0.0f),
+      next_(n, 0.0f) {
   for (const ParamTensor& t : tensors) spans_.emplace_back(t.offset, t.size);
   for (const ParamTensor& t : tensors)
     if (t.decay)
@@ -34,7 +35,7 @@ AdamW::AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg,
 }
 
 void AdamW::round_master(std::vector<float>& w) const {
-  if (numerics_.master == Numerics::Master::bf16_sr) to_bf16(w, Rounding::rne, 0, 0);
+  if (master_ == MasterWeights::bf16_sr) to_bf16(w, Rounding::rne, 0, 0);
 }
 
 void AdamW::to_fp8_per_tensor() {
@@ -72,13 +73,13 @@ double AdamW::update(std::vector<float>& w, const std::vector<float>& g, float l
     const float decay = decay_[static_cast<size_t>(i)] ? wd * wi : 0.0f;
     next_[static_cast<size_t>(i)] = wi - lr * (mhat / (std::sqrt(vhat) + eps) + decay);
   }
-  if (numerics_.moments == Numerics::Moments::bf16) {
+  if (moments_ == OptimizerState::bf16) {
     to_bf16(m_, Rounding::rne, 0, 0);
     to_bf16(v_, Rounding::rne, 0, 0);
-  } else if (numerics_.moments == Numerics::Moments::fp8_e4m3) {
+  } else if (moments_ == OptimizerState::fp8_e4m3) {
     to_fp8_per_tensor();
   }
-  if (numerics_.master == Numerics::Master::bf16_sr)
+  if (master_ == MasterWeights::bf16_sr)
     to_bf16(next_, Rounding::sr, seed_, kStreamMasterSr ^ static_cast<uint32_t>(step));
   // ||w_new - w_old|| and RMS(g^2 / v_hat), summed in double in index order so they do
   // not depend on the thread count.

@@ -15,11 +15,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "lpx/sim/run_log.hpp"
-
-#ifndef LPX_VERSION
-#define LPX_VERSION "unknown"
-#endif
+#include "device_backend.hpp"
+#include "lpx/version.hpp"
 
 namespace lpx::sim {
 
@@ -27,8 +24,8 @@ using json = nlohmann::json;
 
 std::string TrainConfig::to_json() const {
   json j;
-  j["model"] = {{"kind", model.kind},       {"inputs", model.inputs},   {"classes", model.classes},
-                {"hidden", model.hidden},   {"activation", model.activation},
+  j["model"] = {{"kind", model_kind_name(model.kind)}, {"inputs", model.inputs}, {"classes", model.classes},
+                {"hidden", model.hidden}, {"activation", activation_name(model.activation)},
                 {"vocab", model.vocab},     {"context", model.context}, {"layers", model.layers},
                 {"channels", model.channels}, {"heads", model.heads}};
   j["recipe"] = recipe;
@@ -45,7 +42,7 @@ std::string TrainConfig::to_json() const {
   j["weight_decay"] = weight_decay;
   j["clip"] = clip;
   j["stats_every"] = stats_every;
-  j["device"] = device;
+  j["device"] = device_name(device);
   return j.dump();
 }
 
@@ -53,11 +50,11 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
   const json j = json::parse(text);
   TrainConfig c;
   const json& m = j.at("model");
-  c.model.kind = m.at("kind");
+  c.model.kind = model_kind_by_name(m.at("kind").get<std::string>());
   c.model.inputs = m.at("inputs");
   c.model.classes = m.at("classes");
   c.model.hidden = m.at("hidden").get<std::vector<int>>();
-  c.model.activation = m.at("activation");
+  c.model.activation = activation_by_name(m.at("activation").get<std::string>());
   c.model.vocab = m.at("vocab");
   c.model.context = m.at("context");
   c.model.layers = m.at("layers");
@@ -77,7 +74,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
   c.weight_decay = j.at("weight_decay");
   c.clip = j.at("clip");
   c.stats_every = j.at("stats_every");
-  c.device = j.value("device", std::string("cpu"));  // logs written before --device: cpu
+  c.device = device_by_name(j.value("device", std::string("cpu")));  // logs written before --device: cpu
   return c;
 }
 
@@ -107,41 +104,42 @@ constexpr uint64_t kValSeed = 0x56414c;  // "VAL"
 Trainer::Trainer(TrainConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
   if (cfg_.steps < 0) throw std::invalid_argument("steps must not be negative");
-  if (cfg_.batch == 0) cfg_.batch = cfg_.model.kind == "gpt" ? 16 : 128;
+  const bool gpt = cfg_.model.kind == ModelKind::gpt;
+  if (cfg_.batch == 0) cfg_.batch = gpt ? 16 : 128;
   if (cfg_.warmup < 0) cfg_.warmup = std::min<int64_t>(100, cfg_.steps / 10);
-  recipe_ = load_sim_recipe(cfg_.recipe, device_by_name(cfg_.device));
+  recipe_ = load_recipe(cfg_.recipe);
+  backend_ = make_operand_backend(cfg_.device);
   load_data();
-  model_ = make_model(cfg_.model, recipe_, cfg_.batch, cfg_.seed);
+  model_ = make_model(cfg_.model, recipe_, backend_, cfg_.batch, cfg_.seed);
   AdamWConfig ac;
   ac.weight_decay = cfg_.weight_decay;
-  ac.beta2 = cfg_.model.kind == "gpt" ? 0.95f : 0.999f;
-  opt_ = std::make_unique<AdamW>(model_->tensors(), model_->params().size(), ac, recipe_.numerics, cfg_.seed);
+  ac.beta2 = gpt ? 0.95f : 0.999f;
+  opt_ = std::make_unique<AdamW>(model_->tensors(), model_->params().size(), ac, recipe_.master_weights,
+                                 recipe_.optimizer_state, cfg_.seed);
   opt_->round_master(model_->params());
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::load_data() {
-  if (cfg_.model.kind == "mlp") {
+  if (cfg_.model.kind == ModelKind::mlp) {
     const std::string dir = cfg_.data.empty() ? kFashionMnistDir : cfg_.data;
     train_set_ = cached_fashion_mnist(dir, true);
     test_set_ = cached_fashion_mnist(dir, false);
     cfg_.model.inputs = static_cast<int>(train_set_->features());
     cfg_.model.classes = 10;
     batcher_ = std::make_unique<ImageBatcher>(*train_set_, cfg_.batch, cfg_.seed);
-  } else if (cfg_.model.kind == "gpt") {
+  } else {
     corpus_ = cached_char_corpus(cfg_.data.empty() ? kFortunesDir : cfg_.data);
     // Padded to a multiple of 128 (as llm.c pads GPT-2's vocabulary) so that the LM head's
     // operands fit every block size and Hadamard size of the catalogue; the extra token
     // ids never occur in the data, and the softmax learns to give them no mass.
     cfg_.model.vocab = (corpus_->vocab_size() + 127) / 128 * 128;
-  } else {
-    throw std::invalid_argument(fmt::format("unknown model '{}' (mlp | gpt)", cfg_.model.kind));
   }
 }
 
 int64_t Trainer::samples_per_step() const {
-  return cfg_.model.kind == "gpt" ? int64_t{cfg_.batch} * cfg_.model.context : cfg_.batch;
+  return cfg_.model.kind == ModelKind::gpt ? int64_t{cfg_.batch} * cfg_.model.context : cfg_.batch;
 }
 
 float Trainer::lr_at(int64_t step) const {
@@ -156,7 +154,7 @@ float Trainer::lr_at(int64_t step) const {
 
 void Trainer::next_batch(uint64_t step) {
   batch_.batch = cfg_.batch;
-  if (cfg_.model.kind == "mlp") {
+  if (cfg_.model.kind == ModelKind::mlp) {
     batch_.x_f.resize(static_cast<size_t>(cfg_.batch * train_set_->features()));
     batch_.y.resize(static_cast<size_t>(cfg_.batch));
     batcher_->batch(step, batch_.x_f.data(), batch_.y.data());
@@ -196,15 +194,20 @@ StepMetrics Trainer::step() {
   losses_.push_back(m.loss);
   m.step_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (log_) {
-    std::vector<std::array<OperandStats, kNumRoles>> stats;
+    std::vector<runlog::LayerStats> stats;
+    std::vector<runlog::LayerApplied> applied;
     if (collect)
-      for (QuantGemms* q : model_->gemm_layers()) stats.push_back(q->stats);
-    log_->append_step(m, collect ? &stats : nullptr);
+      for (const QuantGemms* q : model_->gemm_layers()) {
+        stats.push_back(q->stats);
+        applied.push_back(q->applied);
+      }
+    log_->append_step(m, stats, applied);
   }
   return m;
 }
 
 namespace {
+using runlog::QuantizerState;
 QuantizerState save_quantizer_state(Model& model);
 void set_quantizer_state(Model& model, const QuantizerState& s);
 }  // namespace
@@ -225,7 +228,7 @@ EvalMetrics Trainer::evaluate() {
   Batch b;
   b.batch = cfg_.batch;
   const auto eval_step = static_cast<uint64_t>(step_);
-  if (cfg_.model.kind == "mlp") {
+  if (cfg_.model.kind == ModelKind::mlp) {
     const int64_t f = test_set_->features();
     b.x_f.resize(static_cast<size_t>(cfg_.batch * f));
     b.y.resize(static_cast<size_t>(cfg_.batch));
@@ -263,29 +266,33 @@ EvalMetrics Trainer::evaluate() {
 
 namespace {
 
-// Every layer's quantizer state (amax histories) for a checkpoint, and back.
+// Every layer's quantizer state (delayed scaling's amax histories, the only state a
+// recipe quantizer keeps) for a checkpoint, and back.
 QuantizerState save_quantizer_state(Model& model) {
   const std::vector<QuantGemms*> layers = model.gemm_layers();
+  constexpr size_t R = kGemmRoles;
   QuantizerState s;
   s.layers = static_cast<int64_t>(layers.size());
   for (const QuantGemms* q : layers)
-    for (int r = 0; r < kNumRoles; ++r)
-      s.length = std::max<int64_t>(s.length, static_cast<int64_t>(q->quantizer().state_capacity(static_cast<Role>(r))));
+    for (GemmRole r : kAllGemmRoles)
+      if (const AmaxHistory* h = q->quantizer().history(r))
+        s.length = std::max<int64_t>(s.length, static_cast<int64_t>(h->length()));
   if (s.length == 0) return s;
   const auto H = static_cast<size_t>(s.length);
-  s.values.assign(layers.size() * kNumRoles * H, std::numeric_limits<float>::quiet_NaN());
-  s.count.assign(layers.size() * kNumRoles, 0);
+  s.values.assign(layers.size() * R * H, std::numeric_limits<float>::quiet_NaN());
+  s.count.assign(layers.size() * R, 0);
   for (size_t l = 0; l < layers.size(); ++l)
-    for (size_t r = 0; r < kNumRoles; ++r) {
-      const std::vector<float> v = layers[l]->quantizer().state(static_cast<Role>(r));
+    for (GemmRole r : kAllGemmRoles) {
+      const size_t i = l * R + static_cast<size_t>(r);
+      const std::vector<float> v = layers[l]->quantizer().history_values(r);
       if (v.size() > H) throw std::logic_error("quantizer state longer than its capacity");
-      std::copy(v.begin(), v.end(), s.values.begin() + static_cast<std::ptrdiff_t>((l * kNumRoles + r) * H));
-      s.count[l * kNumRoles + r] = static_cast<int64_t>(v.size());
+      std::copy(v.begin(), v.end(), s.values.begin() + static_cast<std::ptrdiff_t>(i * H));
+      s.count[i] = static_cast<int64_t>(v.size());
     }
   return s;
 }
 
-void restore_quantizer_state(Model& model, const CheckpointData& ck, const std::string& path,
+void restore_quantizer_state(Model& model, const runlog::Checkpoint& ck, const std::string& path,
                              const std::string& recipe) {
   const std::vector<QuantGemms*> layers = model.gemm_layers();
   const QuantizerState expected = save_quantizer_state(model);  // the shape this model needs
@@ -317,46 +324,58 @@ void set_quantizer_state(Model& model, const QuantizerState& s) {
   const std::vector<QuantGemms*> layers = model.gemm_layers();
   const auto H = static_cast<size_t>(s.length);
   for (size_t l = 0; l < layers.size(); ++l)
-    for (size_t r = 0; r < kNumRoles; ++r)
-      layers[l]->quantizer().set_state(
-          static_cast<Role>(r),
-          std::span<const float>(s.values.data() + (l * kNumRoles + r) * H, static_cast<size_t>(s.count[l * kNumRoles + r])));
+    for (GemmRole r : kAllGemmRoles) {
+      const size_t i = l * kGemmRoles + static_cast<size_t>(r);
+      layers[l]->quantizer().restore_history(
+          r, std::span<const float>(s.values.data() + i * H, static_cast<size_t>(s.count[i])));
+    }
 }
 
 }  // namespace
 
 void Trainer::checkpoint() {
-  if (log_) log_->write_checkpoint(step_, model_->params(), opt_->m(), opt_->v(), save_quantizer_state(*model_));
+  if (!log_) return;
+  runlog::Checkpoint c;
+  c.step = step_;
+  c.params = model_->params();
+  c.adam_m = opt_->m();
+  c.adam_v = opt_->v();
+  c.quantizer = save_quantizer_state(*model_);
+  log_->write_checkpoint(c);
 }
 
 void Trainer::attach_log(const std::string& path) {
-  RunHeader h;
-  h.lpx_version = LPX_VERSION;
-  h.model = cfg_.model.kind;
+  runlog::Header h;
+  h.lpx_version = kVersion;
+  h.model = std::string(model_kind_name(cfg_.model.kind));
   h.recipe = recipe_.name;
-  h.recipe_json = recipe_.json;
+  h.recipe_json = recipe_.to_json();
   h.config_json = cfg_.to_json();
   h.seed = static_cast<int64_t>(cfg_.seed);
   json table = json::array();
   for (const ParamTensor& t : model_->tensors())
     table.push_back({{"name", t.name}, {"offset", t.offset}, {"shape", t.shape}});
   h.param_table = table.dump();
-  for (QuantGemms* q : model_->gemm_layers()) {
-    h.layers.push_back(q->info().name);
-    static constexpr const char* kinds[] = {"linear", "attention_bmm", "embedding", "head"};
-    h.layer_kinds.emplace_back(kinds[q->info().kind]);
+  std::vector<std::string> layers, kinds;
+  for (const QuantGemms* q : model_->gemm_layers()) {
+    layers.push_back(q->info().name);
+    kinds.emplace_back(layer_kind_name(q->info().kind));
   }
-  h.param_count = static_cast<int64_t>(model_->params().size());
-  log_ = RunLog::create(path, h);
+  log_ = runlog::RunLog::create(path, h, layers, kinds);
 }
 
 std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<int64_t> steps,
-                                         std::optional<std::string> device) {
-  auto log = RunLog::open(path);
-  TrainConfig cfg = TrainConfig::from_json(log->attribute("config"));
+                                         std::optional<Device> device) {
+  auto log = runlog::RunLog::open(path);
+  TrainConfig cfg;
+  try {
+    cfg = TrainConfig::from_json(log->header().config_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: the logged config is not a training config: {}", path, e.what()));
+  }
   if (steps) cfg.steps = *steps;
   if (device) cfg.device = *device;
-  const CheckpointData ck = log->read_checkpoint();
+  const runlog::Checkpoint ck = log->read_checkpoint();
   if (ck.step < 0) throw std::runtime_error(fmt::format("{}: no checkpoint to resume from", path));
   auto t = std::make_unique<Trainer>(cfg);
   if (ck.params.size() != t->model_->params().size() || ck.adam_m.size() != ck.params.size() ||
@@ -368,10 +387,10 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
   restore_quantizer_state(*t->model_, ck, path, t->recipe_.name);
   t->step_ = ck.step;
   log->truncate(ck.step);
-  const RunData d = read_run_log(path);
-  t->losses_ = d.loss;
-  for (size_t i = 0; i < d.eval_steps.size(); ++i)
-    t->evals_.push_back(EvalMetrics{d.eval_steps[i], d.eval_loss[i], d.eval_accuracy[i]});
+  const runlog::Run d = runlog::read_run(path);
+  t->losses_ = d.metrics.loss;
+  for (size_t i = 0; i < d.eval.rows(); ++i)
+    t->evals_.push_back(EvalMetrics{d.eval.step[i], d.eval.loss[i], d.eval.accuracy[i]});
   t->log_ = std::move(log);
   return t;
 }
@@ -389,8 +408,8 @@ void Trainer::run(const std::function<void(const StepMetrics&, const std::option
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
                               int threads) {
   TrainConfig c;
-  c.model.kind = model;
-  if (model == "gpt") c.model.activation = "gelu";
+  c.model.kind = model_kind_by_name(model);
+  if (c.model.kind == ModelKind::gpt) c.model.activation = Activation::gelu;
   c.recipe = recipe;
   c.steps = steps + 1;
   c.threads = threads;

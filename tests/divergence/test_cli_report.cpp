@@ -1,7 +1,7 @@
-// `lpx report` over synthetic sweep folders (logs written with write_run_file): the JSON
+// `lpx report` over synthetic sweep folders (logs written with runlog::write_run): the JSON
 // verdicts, the Markdown text, the HTML page, and bad input (empty folder, a folder with a
 // non-log file, a log of an older format, an unfinished sweep). Lives here rather than in
-// tests/tools because it writes HDF5 logs with lpx_divergence.
+// tests/tools because it writes HDF5 logs (lpx_divergence links the run-log library).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,23 +9,24 @@
 #include <nlohmann/json.hpp>
 
 #include "../tools/cli_runner.hpp"
-#include "lpx/divergence/run_file.hpp"
+#include "lpx/runlog/run_log.hpp"
 
 using namespace lpx_test;
-using namespace lpx::div;
+using namespace lpx::runlog;
 namespace fs = std::filesystem;
 
 namespace {
 // A run of 120 steps; `blowup` >= 0 makes the loss climb from that step and turn NaN 30 later.
-RunFile synthetic(const std::string& recipe, int64_t seed, double lr, int blowup) {
-  RunFile r;
-  r.model = "mlp";
-  r.recipe = recipe;
-  r.seed = seed;
-  r.config_json = nlohmann::json{{"recipe", recipe}, {"seed", seed}, {"lr", lr}, {"steps", 120}, {"model", {{"kind", "mlp"}}}}.dump();
-  auto& s = r.series;
-  s.layers = {"fc0", "fc1"};
-  s.roles = {"fwd_x", "fwd_w", "dgrad_dy", "dgrad_w", "wgrad_x", "wgrad_dy"};
+Run synthetic(const std::string& recipe, int64_t seed, double lr, int blowup) {
+  Run r;
+  r.header.model = "mlp";
+  r.header.recipe = recipe;
+  r.header.seed = seed;
+  r.header.config_json = nlohmann::json{{"recipe", recipe}, {"seed", seed}, {"lr", lr}, {"steps", 120}, {"model", {{"kind", "mlp"}}}}.dump();
+  auto& s = r.metrics;
+  auto& q = r.quant;
+  q.layers = {"fc0", "fc1"};
+  q.roles = {"fwd_x", "fwd_w", "dgrad_dy", "dgrad_w", "wgrad_x", "wgrad_dy"};
   for (int t = 0; t < 120; ++t) {
     s.step.push_back(t);
     double loss = 0.5 + 2.0 * std::exp(-t / 20.0) + 0.01 * std::sin(t * 1.7 + static_cast<double>(seed));
@@ -34,18 +35,18 @@ RunFile synthetic(const std::string& recipe, int64_t seed, double lr, int blowup
     s.loss.push_back(loss);
     s.grad_norm.push_back(1.0 + 0.05 * std::cos(t * 0.9));
     s.update_ratio.push_back(1e-3);
-    s.lr.push_back(lr);
+    s.lr.push_back(static_cast<float>(lr));
     for (int k = 0; k < 12; ++k) {
-      s.flushed_pct.push_back(recipe == "fp32" ? 0.f : static_cast<float>(1 + (blowup >= 0 && t > blowup ? 0.5 * (t - blowup) : 0)));
-      s.saturated_pct.push_back(recipe == "fp32" ? 0.f : 0.5f);
+      q.flushed_pct.push_back(recipe == "fp32" ? 0.f : static_cast<float>(1 + (blowup >= 0 && t > blowup ? 0.5 * (t - blowup) : 0)));
+      q.saturated_pct.push_back(recipe == "fp32" ? 0.f : 0.5f);
     }
   }
   return r;
 }
 
-void put(const fs::path& dir, const std::string& name, const RunFile& r) {
+void put(const fs::path& dir, const std::string& name, const Run& r) {
   fs::create_directories(dir / name);
-  write_run_file((dir / name / "run.h5").string(), r);
+  write_run((dir / name / "run.h5").string(), r);
 }
 
 std::string assets() { return (fs::path(LPX_TEST_DATA_DIR).parent_path().parent_path() / "tools" / "report").string(); }
@@ -132,8 +133,8 @@ TEST_CASE("report: bad input") {
   CHECK(r.status == 1);
   CHECK(r.err.find((d / "fake" / "run.h5").string() + ": not an HDF5 file") != std::string::npos);
 
-  RunFile old = synthetic("mxfp8", 0, 1e-3, -1);
-  old.format = "lpx-run-0";
+  Run old = synthetic("mxfp8", 0, 1e-3, -1);
+  old.header.format = "lpx-run-0";
   put(d / "old", "a", old);
   r = run_lpx("report " + (d / "old").string() + " --format json", d);
   CHECK(r.status == 1);
@@ -144,8 +145,8 @@ TEST_CASE("report: bad input") {
   // a partial sweep: one run missing, one unfinished, a stray file
   const fs::path sw = d / "partial";
   put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
-  RunFile half = synthetic("mxfp8", 0, 1e-3, -1);
-  half.config_json = R"({"recipe":"mxfp8","steps":240})";
+  Run half = synthetic("mxfp8", 0, 1e-3, -1);
+  half.header.config_json = R"({"recipe":"mxfp8","steps":240})";
   put(sw, "mxfp8-s0", half);
   std::ofstream(sw / "notes.txt") << "x";
   std::ofstream(sw / "sweep.json") << R"({"runs":[{"name":"ref-fp32-s0","reference":true},{"name":"mxfp8-s0"},{"name":"nvfp4-s0"}]})";

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "../tools/cli_runner.hpp"
-#include "lpx/divergence/run_file.hpp"
+#include "lpx/runlog/run_log.hpp"
 
 using namespace lpx_test;
 namespace fs = std::filesystem;
@@ -62,10 +62,10 @@ TEST_CASE("sweep: killed midway and rerun, finished runs are kept and results ma
   for (const auto& n : runs) {
     INFO(n);
     REQUIRE(fs::exists(cut / n / "done"));
-    const auto a = lpx::div::read_run_file((full / n / "run.h5").string());
-    const auto b = lpx::div::read_run_file((cut / n / "run.h5").string());
-    CHECK(b.series.step == a.series.step);
-    CHECK(same_bits(a.series.loss, b.series.loss));
-    CHECK(same_bits(a.series.grad_norm, b.series.grad_norm));
+    const auto a = lpx::runlog::read_run((full / n / "run.h5").string());
+    const auto b = lpx::runlog::read_run((cut / n / "run.h5").string());
+    CHECK(b.metrics.step == a.metrics.step);
+    CHECK(same_bits(a.metrics.loss, b.metrics.loss));
+    CHECK(same_bits(a.metrics.grad_norm, b.metrics.grad_norm));
   }
 }

@@ -9,7 +9,7 @@
 
 #include "lpx/divergence/detectors.hpp"
 
-using namespace lpx::div;
+using namespace lpx::divergence;
 
 namespace {
 

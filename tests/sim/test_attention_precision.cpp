@@ -11,12 +11,11 @@
 #include <unistd.h>
 #include <vector>
 
+#include "lpx/recipes/recipe.hpp"
 #include "lpx/sim/trainer.hpp"
 #include "train_helpers.hpp"
-#ifdef LPX_SIM_HAVE_RECIPES
-#include "lpx/recipes/recipe.hpp"
-#endif
 
+using namespace lpx;
 using namespace lpx::sim;
 
 namespace {
@@ -39,7 +38,6 @@ bool is_bf16(float x) {
 }  // namespace
 
 TEST_CASE("bf16 attention rounds its GEMM operands to bfloat16; fp32 attention does not", "[attention]") {
-#ifdef LPX_SIM_HAVE_RECIPES
   // The fp32 recipe with only its attention products kept in high precision, once as bf16
   // and once as fp32 (written as recipe files: the catalogue's fp32 recipe keeps nothing).
   const auto dir = std::filesystem::temp_directory_path() / ("lpx_attn_" + std::to_string(getpid()));
@@ -66,7 +64,7 @@ TEST_CASE("bf16 attention rounds its GEMM operands to bfloat16; fp32 attention d
   bool all_bf16[6] = {true, true, true, true, true, true};
   for (QuantGemms* q : t.model().gemm_layers()) {
     if (q->info().kind != LayerInfo::attention_bmm) continue;
-    q->operand_hook = [&](Role r, const float* in, const float* used, int64_t rows, int64_t cols, uint64_t) {
+    q->operand_hook = [&](GemmRole r, const float* in, const float* used, int64_t rows, int64_t cols, uint64_t) {
       const auto i = static_cast<size_t>(r);
       ++calls[i];
       for (int64_t k = 0; k < rows * cols; ++k) {
@@ -77,14 +75,11 @@ TEST_CASE("bf16 attention rounds its GEMM operands to bfloat16; fp32 attention d
   }
   t.step();
   for (int r = 0; r < 6; ++r) {
-    INFO("role " << role_name(static_cast<Role>(r)));
+    INFO("role " << role_name(static_cast<GemmRole>(r)));
     // two GEMM pairs (Q K^T and P V) per batch row and head: 4 * 2 calls per role
     CHECK(calls[r] == 2 * 4 * 2);
     CHECK(all_bf16[r]);
     CHECK(rounded[r] > 0);  // the inputs were not bf16 already
   }
   std::filesystem::remove_all(dir);
-#else
-  WARN("built without recipes/: no recipe keeps attention in bf16");
-#endif
 }

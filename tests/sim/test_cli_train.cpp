@@ -11,12 +11,8 @@
 #include <unistd.h>
 
 #include "lpx/kernels/device.hpp"
-#include "lpx/sim/run_log.hpp"
-#ifdef LPX_SIM_HAVE_RECIPES
 #include "lpx/recipes/recipe.hpp"
-#endif
-
-using namespace lpx::sim;
+#include "lpx/runlog/run_log.hpp"
 
 namespace {
 int sh(const std::string& cmd) {
@@ -32,7 +28,6 @@ TEST_CASE("lpx train: abrupt exit, --resume, identical losses", "[cli][resume]")
   // bf16, and every catalogue recipe with stateful quantizers (delayed scaling's amax
   // histories, which the checkpoint must carry)
   std::vector<std::string> recipes{"bf16"};
-#ifdef LPX_SIM_HAVE_RECIPES
   for (std::string_view name : lpx::recipe_names())
     for (lpx::GemmRole r : lpx::kAllGemmRoles)
       if (lpx::recipe_by_name(name).role(r).amax_history) {
@@ -40,7 +35,6 @@ TEST_CASE("lpx train: abrupt exit, --resume, identical losses", "[cli][resume]")
         break;
       }
   CHECK(recipes.size() > 1);
-#endif
   for (const std::string& recipe : recipes) {
     INFO(recipe);
     const std::string common = std::string(LPX_BINARY) + " train --model gpt --recipe " + recipe +
@@ -49,14 +43,14 @@ TEST_CASE("lpx train: abrupt exit, --resume, identical losses", "[cli][resume]")
     REQUIRE(sh(common + " --out " + full) == 0);
     // std::_Exit(3) after step 13: the file is not closed, the last checkpoint is step 8
     REQUIRE(sh(common + " --out " + cut + " --abort-after 13") == 3);
-    const CheckpointData killed = read_run_checkpoint(cut);
+    const lpx::runlog::Checkpoint killed = lpx::runlog::read_checkpoint(cut);
     CHECK(killed.step == 8);
     CHECK(killed.has_quantizer_state == (recipe != "bf16"));
     REQUIRE(sh(std::string(LPX_BINARY) + " train --resume --out " + cut + " --threads 1") == 0);
-    const RunData a = read_run_log(full), b = read_run_log(cut);
-    REQUIRE(a.loss.size() == 24);
-    CHECK(a.loss == b.loss);
-    CHECK(a.eval_loss == b.eval_loss);
+    const lpx::runlog::Run a = lpx::runlog::read_run(full), b = lpx::runlog::read_run(cut);
+    REQUIRE(a.metrics.loss.size() == 24);
+    CHECK(a.metrics.loss == b.metrics.loss);
+    CHECK(a.eval.loss == b.eval.loss);
     CHECK(b.checkpoint_step == 24);
   }
   CHECK(sh(std::string(LPX_BINARY) + " train --model cnn --steps 3") == 2);

@@ -12,6 +12,7 @@
 #include "lpx/sim/layers.hpp"
 #include "lpx/sim/model.hpp"
 
+using namespace lpx;
 using namespace lpx::sim;
 namespace L = lpx::sim::layers;
 
@@ -145,7 +146,7 @@ TEST_CASE("QuantGemms with the identity quantizer equals the reference linear", 
   const int64_t m = 70, k = 33, n = 12;  // m spans two row chunks
   auto xd = randn(m * k, 17), wd = randn(n * k, 18), bd = randn(n, 19), dyd = randn(m * n, 20);
   std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()), dy(dyd.begin(), dyd.end());
-  QuantGemms g(LayerInfo{0, 1, LayerInfo::linear, "l"}, make_identity_quantizer(), Accumulation{});
+  QuantGemms g(OperandQuantizer(recipe_by_name("fp32"), LayerInfo{0, 1, LayerInfo::linear, "l"}, 0), Accumulation{});
   std::vector<float> y(m * n), yr(m * n), dx(m * k), dw(n * k, 0.f), db(n, 0.f), dxr(m * k, 0.f), dwr(n * k, 0.f), dbr(n, 0.f);
   g.forward(x.data(), w.data(), b.data(), y.data(), m, n, k, 0, true);
   L::linear_forward(yr.data(), x.data(), w.data(), b.data(), m, k, n);
@@ -173,22 +174,22 @@ TEST_CASE("limited accumulation rounds partial sums and promotes to fp32", "[gem
   std::vector<float> a(k, 1.0f), b(k, std::ldexp(1.0f, -12));
   b[0] = 1.0f;
   float c = 0;
-  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{10, 0}, false);
+  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{true, 10, 0}, false);
   CHECK(c == 1.0f);
   // promotion every 128: the first chunk still loses its 127 addends to the 1, every
   // later chunk's partial sum is exact, and the fp32 total keeps them
-  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{10, 128}, false);
+  gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{true, 10, 128}, false);
   CHECK(c == 1.0f + 3969.0f * std::ldexp(1.0f, -12));
   gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{}, false);
   CHECK(c == 2.0f);
 }
 
 namespace {
-SimRecipe identity_recipe(bool keep_attention) {
-  SimRecipe r;
-  r.name = "identity";
-  r.make_quantizer = [](const LayerInfo&, uint64_t) { return make_identity_quantizer(); };
-  r.keeps_high_precision = [keep_attention](const LayerInfo& l) { return keep_attention || l.kind != LayerInfo::attention_bmm; };
+// Every operand untouched; attention kept in (fp32) high precision or not.
+Recipe identity_recipe(bool keep_attention) {
+  Recipe r = recipe_by_name("fp32");
+  r.high_precision.attention = keep_attention;
+  r.high_precision.format = RoleSpec::Kind::fp32;
   return r;
 }
 
@@ -218,13 +219,13 @@ void check_model(Model& m, const Batch& b, float eps) {
 }  // namespace
 
 TEST_CASE("MLP gradients (float32, whole model)", "[gradcheck]") {
-  for (const char* act : {"relu", "gelu"}) {
+  for (Activation act : {Activation::relu, Activation::gelu}) {
     ModelConfig c;
-    c.kind = "mlp";
+    c.kind = ModelKind::mlp;
     c.inputs = 12;
     c.hidden = {16, 8};
     c.activation = act;
-    auto m = make_model(c, identity_recipe(true), 4, 7);
+    auto m = make_model(c, identity_recipe(true), nullptr, 4, 7);
     Batch b;
     b.batch = 4;
     auto x = randn(48, 21);
@@ -237,16 +238,16 @@ TEST_CASE("MLP gradients (float32, whole model)", "[gradcheck]") {
 TEST_CASE("GPT gradients (float32, whole model)", "[gradcheck]") {
   for (int variant = 0; variant < 3; ++variant) {
     ModelConfig c;
-    c.kind = "gpt";
+    c.kind = ModelKind::gpt;
     c.vocab = 11;
     c.context = 6;
     c.layers = 2;
     c.channels = 16;
     c.heads = 2;
-    c.activation = variant == 1 ? "swiglu" : "gelu";
+    c.activation = variant == 1 ? Activation::swiglu : Activation::gelu;
     INFO("variant " << variant);
     // variant 2: attention products through QuantGemms (the quantized-attention path)
-    auto m = make_model(c, identity_recipe(variant != 2), 2, 8);
+    auto m = make_model(c, identity_recipe(variant != 2), nullptr, 2, 8);
     // larger weights than GPT-2's init so that every gradient is well above float noise
     for (const ParamTensor& t : m->tensors())
       if (t.decay)

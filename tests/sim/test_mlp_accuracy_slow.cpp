@@ -8,7 +8,7 @@ using namespace lpx::sim;
 
 TEST_CASE("fp32 MLP: >= 87% test accuracy after 2 epochs", "[learning][slow]") {
   TrainConfig c;
-  c.model.kind = "mlp";
+  c.model.kind = ModelKind::mlp;
   c.model.hidden = {256};
   c.batch = 128;
   c.steps = 2 * (60000 / 128);

@@ -1,6 +1,6 @@
 // Did each catalogue recipe quantize the right operands the right way? Two independent
 // checks:
-//  1. The run log's /quant/applied (what the quantizer that ran reports, run_log.hpp)
+//  1. The run log's /quant/applied (what the quantizer that ran reports, runlog/schema.hpp)
 //     against expectations written here from RECIPES.md's catalogue table, not from the
 //     recipe JSON files: element format, block shape along the reduction axis, scale
 //     format and rule, rounding and transform per GEMM role, and which layers stay in
@@ -22,10 +22,11 @@
 #include <unistd.h>
 #include <vector>
 
-#include "lpx/sim/run_log.hpp"
+#include "lpx/runlog/run_log.hpp"
 #include "lpx/sim/trainer.hpp"
 #include "train_helpers.hpp"
 
+using namespace lpx;
 using namespace lpx::sim;
 
 namespace {
@@ -37,12 +38,12 @@ struct Expect {
   bool headroom = false;
 };
 
-constexpr Role kRoles[] = {Role::fwd_x, Role::fwd_w, Role::dgrad_dy, Role::dgrad_w, Role::wgrad_x, Role::wgrad_dy};
-using RoleTable = std::array<Expect, kNumRoles>;
+constexpr GemmRole kRoles[] = {GemmRole::fwd_x, GemmRole::fwd_w, GemmRole::dgrad_dy, GemmRole::dgrad_w, GemmRole::wgrad_x, GemmRole::wgrad_dy};
+using RoleTable = std::array<Expect, kGemmRoles>;
 
 // 1xN vectors along each operand's reduction axis: K for fwd_x, fwd_w, dgrad_dy (axis 1),
 // N for dgrad_w and M for the wgrad operands (axis 0).
-std::string vec(Role r, int n) {
+std::string vec(GemmRole r, int n) {
   return reduction_axis(r) == 1 ? "1x" + std::to_string(n) : std::to_string(n) + "x1";
 }
 RoleTable all(const Expect& e) {
@@ -52,15 +53,15 @@ RoleTable all(const Expect& e) {
 }
 RoleTable vectors(Expect e, int n) {
   RoleTable t;
-  for (Role r : kRoles) {
+  for (GemmRole r : kRoles) {
     t[static_cast<size_t>(r)] = e;
     t[static_cast<size_t>(r)].block = vec(r, n);
   }
   return t;
 }
-bool is_dy(Role r) { return r == Role::dgrad_dy || r == Role::wgrad_dy; }
-bool is_w(Role r) { return r == Role::fwd_w || r == Role::dgrad_w; }
-bool is_backward(Role r) { return r != Role::fwd_x && r != Role::fwd_w; }
+bool is_dy(GemmRole r) { return r == GemmRole::dgrad_dy || r == GemmRole::wgrad_dy; }
+bool is_w(GemmRole r) { return r == GemmRole::fwd_w || r == GemmRole::dgrad_w; }
+bool is_backward(GemmRole r) { return r != GemmRole::fwd_x && r != GemmRole::fwd_w; }
 
 const Expect kFp32{"float32", "none", "none", "none", "none", "none", "none"};
 const Expect kBf16{"bfloat16", "none", "none", "none", "none", "rne", "none"};
@@ -86,7 +87,7 @@ std::vector<RecipeExpect> expectations() {
   {  // Micikevicius et al.: E4M3 X and W, E5M2 dY, per tensor, fp32 scale from the amax
      // history (1024 steps, max), RNE
     RoleTable t;
-    for (Role r : kRoles)
+    for (GemmRole r : kRoles)
       t[static_cast<size_t>(r)] = {is_dy(r) ? "float8_e5m2" : "float8_e4m3fn", "tensor", "fp32", "none",
                                    "history_max:1024", "rne", "none"};
     out.push_back({"fp8-delayed", 2, 0, {}, t, true, true});
@@ -96,8 +97,8 @@ std::vector<RecipeExpect> expectations() {
   {  // DeepSeek-V3: X and dY in 1x128 tiles along the reduction, W in 128x128 blocks, E4M3,
      // fp32 scales from the online amax
     RoleTable t = vectors({"float8_e4m3fn", "", "fp32", "none", "amax", "rne", "none"}, 128);
-    t[static_cast<size_t>(Role::fwd_w)].block = "128x128";
-    t[static_cast<size_t>(Role::dgrad_w)].block = "128x128";
+    t[static_cast<size_t>(GemmRole::fwd_w)].block = "128x128";
+    t[static_cast<size_t>(GemmRole::dgrad_w)].block = "128x128";
     out.push_back({"fp8-blockwise", 2, 0, {}, t, true, true});
   }
   out.push_back({"mxfp8", 2, 0, {}, vectors({"float8_e4m3fn", "", "e8m0", "none", "rceil", "rne", "none"}, 32), true, true});
@@ -106,18 +107,18 @@ std::vector<RecipeExpect> expectations() {
   {  // Tseng et al.: forward in BF16; dgrad and wgrad in MXFP4 with SR, the 3/4 trick and
      // a size-64 random Hadamard transform with fresh signs per call
     RoleTable t = vectors({"float4_e2m1fn", "", "e8m0", "none", "floor", "sr", "rht64:per_call", true}, 32);
-    t[static_cast<size_t>(Role::fwd_x)] = kBf16;
-    t[static_cast<size_t>(Role::fwd_w)] = kBf16;
+    t[static_cast<size_t>(GemmRole::fwd_x)] = kBf16;
+    t[static_cast<size_t>(GemmRole::fwd_w)] = kBf16;
     out.push_back({"mxfp4-sr-rht", 2, 0, {}, t, false, false});
   }
   {  // NVIDIA 2025: E2M1, 1x16 blocks with E4M3 scales and an fp32 tensor scale; W in
      // 16x16 tiles; SR on dY only; RHT 16 with one fixed sign vector on wgrad inputs only;
      // first 2 and last 8 blocks kept (an 11-block model leaves block 2 quantized)
     RoleTable t;
-    for (Role r : kRoles)
+    for (GemmRole r : kRoles)
       t[static_cast<size_t>(r)] = {"float4_e2m1fn", is_w(r) ? "16x16" : vec(r, 16), "e4m3", "fp32", "amax",
                                    is_dy(r) ? "sr" : "rne",
-                                   r == Role::wgrad_x || r == Role::wgrad_dy ? "rht16:fixed" : "none"};
+                                   r == GemmRole::wgrad_x || r == GemmRole::wgrad_dy ? "rht16:fixed" : "none"};
     out.push_back({"nvfp4", 11, 2, {0, 1, 3, 10}, t, true, true});
     // the sub-4-bit exploration: the same layout with E2M0 elements in 16-blocks
     for (auto& e : t) e.element = "e2m0";
@@ -126,7 +127,7 @@ std::vector<RecipeExpect> expectations() {
   {  // Quartet: MXFP4 with Hadamard 32 re-randomized each step; RTN forward, SR with the
      // 3/4 scale backward
     RoleTable t;
-    for (Role r : kRoles)
+    for (GemmRole r : kRoles)
       t[static_cast<size_t>(r)] = {"float4_e2m1fn", vec(r, 32), "e8m0", "none", "floor",
                                    is_backward(r) ? "sr" : "rne", "rht32:per_call", is_backward(r)};
     out.push_back({"quartet-like", 2, 0, {}, t, false, false});
@@ -135,9 +136,9 @@ std::vector<RecipeExpect> expectations() {
      // per row of X, 64 channels here); gradients stay high precision (BF16). The paper's
      // BitLinear replaces the linear layers only: attention and head stay high precision.
     RoleTable t = all(kBf16);
-    t[static_cast<size_t>(Role::fwd_x)] = {"int8", "1xK", "fp32", "none", "amax", "rne", "none"};
-    t[static_cast<size_t>(Role::fwd_w)] = {"ternary", "tensor", "absmean", "none", "none", "rne", "none"};
-    t[static_cast<size_t>(Role::dgrad_w)] = t[static_cast<size_t>(Role::fwd_w)];
+    t[static_cast<size_t>(GemmRole::fwd_x)] = {"int8", "1xK", "fp32", "none", "amax", "rne", "none"};
+    t[static_cast<size_t>(GemmRole::fwd_w)] = {"ternary", "tensor", "absmean", "none", "none", "rne", "none"};
+    t[static_cast<size_t>(GemmRole::dgrad_w)] = t[static_cast<size_t>(GemmRole::fwd_w)];
     out.push_back({"bitnet-b1.58", 2, 0, {}, t, true, true});
   }
   return out;
@@ -157,7 +158,7 @@ std::string temp_path(const std::string& name) {
 }
 
 // "1xK": one block per row of the operand, K its columns (the layer's input width)
-void check_applied(const AppliedFormat& a, const Expect& e, Role r, int64_t k = 0) {
+void check_applied(const AppliedOperand& a, const Expect& e, GemmRole r, int64_t k = 0) {
   INFO("role " << role_name(r));
   CHECK(a.element == e.element);
   CHECK(a.block == (e.block == "1xK" ? "1x" + std::to_string(k) : e.block));
@@ -236,13 +237,13 @@ struct Captured {
   int64_t rows = 0, cols = 0;
 };
 // (layer, role, step) -> the operand
-using Captures = std::map<std::tuple<std::string, Role, uint64_t>, Captured>;
+using Captures = std::map<std::tuple<std::string, GemmRole, uint64_t>, Captured>;
 
 void capture(Model& m, const std::vector<std::string>& layers, Captures& out) {
   for (QuantGemms* q : m.gemm_layers()) {
     const std::string name = q->info().name;
     if (std::find(layers.begin(), layers.end(), name) == layers.end()) continue;
-    q->operand_hook = [&out, name](Role r, const float* in, const float* used, int64_t rows, int64_t cols,
+    q->operand_hook = [&out, name](GemmRole r, const float* in, const float* used, int64_t rows, int64_t cols,
                                    uint64_t step) {
       Captured& c = out[{name, r, step}];
       const auto n = static_cast<size_t>(rows * cols);
@@ -269,10 +270,6 @@ Batch token_batch_for(const Trainer& t) {
 }  // namespace
 
 TEST_CASE("the log records, per layer and operand, the formats each recipe applied", "[recipes][roles]") {
-  if (!have_recipe_catalogue()) {
-    WARN("built without recipes/: only the built-in fp32 and bf16 recipes exist");
-    return;
-  }
   for (const RecipeExpect& x : expectations()) {
     INFO("recipe " << x.name);
     const std::string path = temp_path(x.name + ".h5");
@@ -281,46 +278,45 @@ TEST_CASE("the log records, per layer and operand, the formats each recipe appli
       t.attach_log(path);
       t.step();  // /quant/applied is written from the first step's quantizer calls
     }
-    const RunData d = read_run_log(path);
+    const runlog::Run d = runlog::read_run(path);
     std::filesystem::remove(path);
-    REQUIRE(d.applied.size() == d.layers.size() * kNumRoles);
+    REQUIRE(d.quant.applied.size() == d.quant.layers.size() * kGemmRoles);
     auto row = [&](const std::string& layer) {
-      const auto it = std::find(d.layers.begin(), d.layers.end(), layer);
-      REQUIRE(it != d.layers.end());
-      return static_cast<size_t>(it - d.layers.begin());
+      const auto it = std::find(d.quant.layers.begin(), d.quant.layers.end(), layer);
+      REQUIRE(it != d.quant.layers.end());
+      return static_cast<size_t>(it - d.quant.layers.begin());
     };
     const std::string q = "h" + std::to_string(x.quantized) + ".";
     for (const char* lin : {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"}) {
       INFO("layer " << q << lin);
       const size_t l = row(q + lin);
       const int64_t k = std::string(lin) == "mlp.proj" ? 4 * 64 : 64;  // input widths (GELU: 4C)
-      for (Role r : kRoles)
-        check_applied(d.applied[l * kNumRoles + static_cast<size_t>(r)], x.linear[static_cast<size_t>(r)], r, k);
+      for (GemmRole r : kRoles)
+        check_applied(d.quant.applied[l * kGemmRoles + static_cast<size_t>(r)], x.linear[static_cast<size_t>(r)], r, k);
       for (int kb : x.kept_blocks) {
         INFO("kept block " << kb);
         const size_t lk = row(std::string("h").append(std::to_string(kb)).append(".").append(lin));
-        for (Role r : kRoles) check_applied(d.applied[lk * kNumRoles + static_cast<size_t>(r)], x.kept, r);
+        for (GemmRole r : kRoles) check_applied(d.quant.applied[lk * kGemmRoles + static_cast<size_t>(r)], x.kept, r);
       }
     }
     {
       INFO("layer " << q << "attn.bmm");
       const size_t l = row(q + "attn.bmm");
-      for (Role r : kRoles)
-        check_applied(d.applied[l * kNumRoles + static_cast<size_t>(r)],
+      for (GemmRole r : kRoles)
+        check_applied(d.quant.applied[l * kGemmRoles + static_cast<size_t>(r)],
                       x.attention_kept ? x.kept : x.linear[static_cast<size_t>(r)], r);
     }
     {
       INFO("layer lm_head");
       const size_t l = row("lm_head");
-      for (Role r : kRoles)
-        check_applied(d.applied[l * kNumRoles + static_cast<size_t>(r)],
+      for (GemmRole r : kRoles)
+        check_applied(d.quant.applied[l * kGemmRoles + static_cast<size_t>(r)],
                       x.head_kept ? x.kept : x.linear[static_cast<size_t>(r)], r);
     }
   }
 }
 
 TEST_CASE("nvfp4's GEMM operands: W in 16x16 tiles, X in 1x16 blocks, SR only on dY", "[recipes][roles][structure]") {
-  if (!have_recipe_catalogue()) return;
   Trainer t(small_gpt("nvfp4", 11));  // block 2 is quantized, blocks 3..10 bf16 (deterministic)
   Captures cap;
   capture(t.model(), {"h2.mlp.proj"}, cap);
@@ -329,26 +325,26 @@ TEST_CASE("nvfp4's GEMM operands: W in 16x16 tiles, X in 1x16 blocks, SR only on
   t.model().forward_backward(b, 6, false);
   const Captures at6 = cap;
   t.model().forward_backward(b, 6, false);  // the same step again
-  auto get = [&](const Captures& c, Role r, uint64_t s) -> const Captured& { return c.at({"h2.mlp.proj", r, s}); };
+  auto get = [&](const Captures& c, GemmRole r, uint64_t s) -> const Captured& { return c.at({"h2.mlp.proj", r, s}); };
 
   // W (64, 256) as multiplied in the forward GEMM: each 16x16 tile is E2M1 times one scale
-  const Captured& w = get(cap, Role::fwd_w, 5);
+  const Captured& w = get(cap, GemmRole::fwd_w, 5);
   REQUIRE(w.rows == 64);
   REQUIRE(w.cols == 256);
   CHECK(w.used != w.in);
   CHECK(fraction_one_scale(w.used, w.rows, w.cols, 16, 16, false) == 1.0);
   // the same W in the dgrad GEMM: the same tiles, so the same values
-  CHECK(get(cap, Role::dgrad_w, 5).used == w.used);
+  CHECK(get(cap, GemmRole::dgrad_w, 5).used == w.used);
   // X (128, 256): 1x16 blocks along K pass, 16x16 tiles mostly do not (a control that
   // the tile check can fail)
-  const Captured& x = get(cap, Role::fwd_x, 5);
+  const Captured& x = get(cap, GemmRole::fwd_x, 5);
   CHECK(fraction_one_scale(x.used, x.rows, x.cols, 1, 16, false) == 1.0);
   CHECK(fraction_one_scale(x.used, x.rows, x.cols, 16, 16, false) < 0.5);
   // dY (128, 64) in dgrad: 1x16 blocks along N
-  const Captured& dy = get(cap, Role::dgrad_dy, 5);
+  const Captured& dy = get(cap, GemmRole::dgrad_dy, 5);
   CHECK(fraction_one_scale(dy.used, dy.rows, dy.cols, 1, 16, false) == 1.0);
 
-  for (Role r : kRoles) {
+  for (GemmRole r : kRoles) {
     INFO("role " << role_name(r));
     const Captured &a = get(cap, r, 5), &c = get(at6, r, 6), &again = get(cap, r, 6);
     // block 2's mlp.proj sees the same inputs at both steps: its X comes from the
@@ -361,15 +357,14 @@ TEST_CASE("nvfp4's GEMM operands: W in 16x16 tiles, X in 1x16 blocks, SR only on
 }
 
 TEST_CASE("mxfp4-sr-rht's GEMM operands: bf16 forward, E2M1 x 2^k backward with SR", "[recipes][roles][structure]") {
-  if (!have_recipe_catalogue()) return;
   Trainer t(small_gpt("mxfp4-sr-rht", 2));
   Captures cap;
   capture(t.model(), {"lm_head"}, cap);  // the head's dY (dlogits) does not depend on SR
   const Batch b = token_batch_for(t);
   t.model().forward_backward(b, 5, false);
   t.model().forward_backward(b, 6, false);
-  auto get = [&](Role r, uint64_t s) -> const Captured& { return cap.at({"lm_head", r, s}); };
-  for (Role r : {Role::fwd_x, Role::fwd_w}) {
+  auto get = [&](GemmRole r, uint64_t s) -> const Captured& { return cap.at({"lm_head", r, s}); };
+  for (GemmRole r : {GemmRole::fwd_x, GemmRole::fwd_w}) {
     INFO("role " << role_name(r));
     CHECK(all_bf16(get(r, 5).used));
     CHECK_FALSE(all_bf16(get(r, 5).in));
@@ -378,14 +373,14 @@ TEST_CASE("mxfp4-sr-rht's GEMM operands: bf16 forward, E2M1 x 2^k backward with 
   // E2M1 times 2^k per 32-block along the reduction axis, divided by 3/4 (the headroom).
   // (No transposed-shape control here: with power-of-two scales, values of neighbouring
   // blocks often share a grid, so such a control would not fail reliably.)
-  const Captured& dy = get(Role::dgrad_dy, 5);  // (128, V): 1x32 blocks along V
+  const Captured& dy = get(GemmRole::dgrad_dy, 5);  // (128, V): 1x32 blocks along V
   CHECK(fraction_one_scale(dy.used, dy.rows, dy.cols, 1, 32, true, 0.75) == 1.0);
   CHECK(fraction_one_scale(dy.used, dy.rows, dy.cols, 1, 32, true, 1.0) < 0.5);  // the 3/4 is there
-  const Captured& wdy = get(Role::wgrad_dy, 5);  // 32x1 blocks along M
+  const Captured& wdy = get(GemmRole::wgrad_dy, 5);  // 32x1 blocks along M
   CHECK(fraction_one_scale(wdy.used, wdy.rows, wdy.cols, 32, 1, true, 0.75) == 1.0);
-  const Captured& wx = get(Role::wgrad_x, 5);
+  const Captured& wx = get(GemmRole::wgrad_x, 5);
   CHECK(fraction_one_scale(wx.used, wx.rows, wx.cols, 32, 1, true, 0.75) == 1.0);
-  for (Role r : {Role::dgrad_dy, Role::wgrad_dy}) {
+  for (GemmRole r : {GemmRole::dgrad_dy, GemmRole::wgrad_dy}) {
     INFO("role " << role_name(r));
     REQUIRE(get(r, 5).in == get(r, 6).in);
     CHECK(get(r, 5).used != get(r, 6).used);

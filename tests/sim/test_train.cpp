@@ -9,20 +9,20 @@
 #include <string>
 #include <unistd.h>
 
-#include "lpx/sim/run_log.hpp"
+#include "lpx/recipes/operand.hpp"
+#include "lpx/recipes/recipe.hpp"
+#include "lpx/runlog/run_log.hpp"
 #include "lpx/sim/trainer.hpp"
 #include "train_helpers.hpp"
-#ifdef LPX_SIM_HAVE_RECIPES
-#include "lpx/recipes/recipe.hpp"
-#endif
 
+using namespace lpx;
 using namespace lpx::sim;
 
 namespace {
 
 TrainConfig mlp_config(int64_t steps, int threads) {
   TrainConfig c;
-  c.model.kind = "mlp";
+  c.model.kind = ModelKind::mlp;
   c.model.hidden = {64};
   c.steps = steps;
   c.seed = 5;
@@ -44,15 +44,12 @@ using test::train_losses;
 // Catalogue recipes whose quantizers keep state across steps (amax histories).
 std::vector<std::string> stateful_recipes() {
   std::vector<std::string> out;
-#ifdef LPX_SIM_HAVE_RECIPES
-  for (std::string_view name : lpx::recipe_names()) {
-    const SimRecipe r = load_sim_recipe(std::string(name));
-    auto q = r.make_quantizer(LayerInfo{0, 2, LayerInfo::linear, "h0.attn.qkv"}, 0);
+  for (std::string_view name : recipe_names()) {
+    const OperandQuantizer q(recipe_by_name(name), LayerInfo{0, 2, LayerInfo::linear, "h0.attn.qkv"}, 0);
     bool stateful = false;
-    for (int role = 0; role < kNumRoles; ++role) stateful = stateful || q->state_capacity(static_cast<Role>(role)) > 0;
+    for (GemmRole role : kAllGemmRoles) stateful = stateful || q.history(role) != nullptr;
     if (stateful) out.emplace_back(name);
   }
-#endif
   return out;
 }
 
@@ -78,7 +75,7 @@ TEST_CASE("the same seed gives bit-identical losses with 1 and 2 threads", "[det
     for (const char* recipe : {"fp32", "bf16"}) {
       TrainConfig c = gpt_config(6, 1);
       c.recipe = recipe;
-      c.model.activation = "swiglu";
+      c.model.activation = Activation::swiglu;
       const auto a = train_losses(c);
       c.threads = 2;
       const auto b = train_losses(c);
@@ -93,7 +90,7 @@ TEST_CASE("a resumed run's loss array equals the uninterrupted run's", "[resume]
   // histories): the checkpoint must carry that state for the resumed run to match.
   std::vector<std::string> recipes{"fp32"};
   for (const std::string& r : stateful_recipes()) recipes.push_back(r);
-  if (have_recipe_catalogue()) REQUIRE(recipes.size() > 1);  // fp8-delayed at least
+  REQUIRE(recipes.size() > 1);  // fp8-delayed at least
   for (const std::string& recipe : recipes) {
     INFO(recipe);
     const std::string full = temp_path("full.h5"), cut = temp_path("cut.h5");
@@ -118,15 +115,15 @@ TEST_CASE("a resumed run's loss array equals the uninterrupted run's", "[resume]
         }
       }
     }
-    CHECK(read_run_log(cut).steps.size() == 25);
-    const CheckpointData at20 = read_run_checkpoint(cut);
+    CHECK(runlog::read_run(cut).metrics.step.size() == 25);
+    const runlog::Checkpoint at20 = runlog::read_checkpoint(cut);
     CHECK(at20.step == 20);
     if (recipe != "fp32") {
       // the histories are in the checkpoint: one amax per training step (evaluations do
       // not add to them) for every fp8 operand of block 0's qkv
       REQUIRE(at20.has_quantizer_state);
       CHECK(at20.quantizer.length >= 30);
-      for (int r = 0; r < kNumRoles; ++r) CHECK(at20.quantizer.count[static_cast<size_t>(r)] == 20);  // h0.attn.qkv
+      for (size_t r = 0; r < kGemmRoles; ++r) CHECK(at20.quantizer.count[r] == 20);  // h0.attn.qkv
     } else {
       CHECK_FALSE(at20.has_quantizer_state);
     }
@@ -135,16 +132,16 @@ TEST_CASE("a resumed run's loss array equals the uninterrupted run's", "[resume]
       CHECK(t->current_step() == 20);
       t->run();
     }
-    const RunData a = read_run_log(full), b = read_run_log(cut);
-    REQUIRE(a.loss.size() == 30);
-    CHECK(a.loss == b.loss);
-    CHECK(a.steps == b.steps);
-    CHECK(a.eval_steps == b.eval_steps);
-    CHECK(a.eval_loss == b.eval_loss);
+    const runlog::Run a = runlog::read_run(full), b = runlog::read_run(cut);
+    REQUIRE(a.metrics.loss.size() == 30);
+    CHECK(a.metrics.loss == b.metrics.loss);
+    CHECK(a.metrics.step == b.metrics.step);
+    CHECK(a.eval.step == b.eval.step);
+    CHECK(a.eval.loss == b.eval.loss);
     CHECK(b.checkpoint_step == 30);
-    CHECK(a.amax == b.amax);
+    CHECK(a.quant.amax == b.quant.amax);
     // the final checkpoints hold the same histories, bit for bit (NaN padding included)
-    const CheckpointData fa = read_run_checkpoint(full), fb = read_run_checkpoint(cut);
+    const runlog::Checkpoint fa = runlog::read_checkpoint(full), fb = runlog::read_checkpoint(cut);
     CHECK(fa.quantizer.count == fb.quantizer.count);
     REQUIRE(fa.quantizer.values.size() == fb.quantizer.values.size());
     CHECK(std::memcmp(fa.quantizer.values.data(), fb.quantizer.values.data(),
@@ -182,7 +179,7 @@ TEST_CASE("resuming restores the amax histories: without them the run would diff
     b.step();
   }
   for (QuantGemms* q : b.model().gemm_layers())
-    for (int r = 0; r < kNumRoles; ++r) q->quantizer().set_state(static_cast<Role>(r), {});
+    for (GemmRole r : kAllGemmRoles) q->quantizer().restore_history(r, {});
   while (!a.done()) a.step();
   while (!b.done()) b.step();
   CHECK(a.losses() != b.losses());
@@ -198,22 +195,22 @@ TEST_CASE("the run log holds config, metrics, evals and per-operand statistics",
     t.attach_log(path);
     t.run();
   }
-  const RunData d = read_run_log(path);
-  CHECK(d.model == "mlp");
-  CHECK(d.recipe == "bf16");
-  CHECK(TrainConfig::from_json(d.config).steps == 8);
-  CHECK(d.loss.size() == 8);
-  CHECK(d.eval_steps == std::vector<int64_t>{4, 8});
-  CHECK(d.eval_accuracy.back() > 0.3);
-  REQUIRE(d.layers == std::vector<std::string>{"fc0", "fc1"});
-  REQUIRE(d.roles.size() == 6);
-  REQUIRE(d.sqnr_db.size() == 8 * 2 * 6);
+  const runlog::Run d = runlog::read_run(path);
+  CHECK(d.header.model == "mlp");
+  CHECK(d.header.recipe == "bf16");
+  CHECK(TrainConfig::from_json(d.header.config_json).steps == 8);
+  CHECK(d.metrics.loss.size() == 8);
+  CHECK(d.eval.step == std::vector<int64_t>{4, 8});
+  CHECK(d.eval.accuracy.back() > 0.3);
+  REQUIRE(d.quant.layers == std::vector<std::string>{"fc0", "fc1"});
+  REQUIRE(d.quant.roles.size() == 6);
+  REQUIRE(d.quant.sqnr_db.size() == 8 * 2 * 6);
   // every operand rounded to bf16 (SQNR ~ 50 dB: inputs, weights and gradients are not
   // bf16 values), except fc0's dgrad operands: the input layer computes no dX (NaN rows)
   for (int l = 0; l < 2; ++l)
     for (int r = 0; r < 6; ++r) {
-      INFO("layer " << l << " role " << d.roles[r]);
-      const float sqnr = d.sqnr_db[l * 6 + r], amax = d.amax[l * 6 + r];
+      INFO("layer " << l << " role " << d.quant.roles[r]);
+      const float sqnr = d.quant.sqnr_db[l * 6 + r], amax = d.quant.amax[l * 6 + r];
       if (l == 0 && (r == 2 || r == 3)) {
         CHECK(std::isnan(sqnr));
         continue;
@@ -222,14 +219,14 @@ TEST_CASE("the run log holds config, metrics, evals and per-operand statistics",
       CHECK(sqnr < 70);
       CHECK(amax > 0);
     }
-  for (double g : d.grad_norm) CHECK(std::isfinite(g));
-  for (double u : d.update_ratio) CHECK(u > 0);
+  for (double g : d.metrics.grad_norm) CHECK(std::isfinite(g));
+  for (double u : d.metrics.update_ratio) CHECK(u > 0);
   // RMS(g^2 / v_hat): logged every step; exactly the fraction of nonzero gradients at the
   // first step (v_hat = g^2 there), and of order 1 while training is healthy.
-  REQUIRE(d.adam_rms.size() == d.steps.size());
-  CHECK(d.adam_rms.front() > 0);
-  CHECK(d.adam_rms.front() <= 1.0 + 1e-6);
-  for (double a : d.adam_rms) CHECK((a > 0.05 && a < 3.0));
+  REQUIRE(d.metrics.adam_rms.size() == d.metrics.step.size());
+  CHECK(d.metrics.adam_rms.front() > 0);
+  CHECK(d.metrics.adam_rms.front() <= 1.0 + 1e-6);
+  for (double a : d.metrics.adam_rms) CHECK((a > 0.05 && a < 3.0));
   std::filesystem::remove(path);
 }
 
@@ -266,11 +263,8 @@ TEST_CASE("the bf16 recipe ends within 1% of fp32's loss (MLP)", "[learning]") {
 TEST_CASE("the master-weight and moment precisions of a recipe are applied", "[optimizer]") {
   TrainConfig c = mlp_config(3, 2);
   Trainer t(c);
-  SimRecipe r = load_sim_recipe("fp32");
-  Numerics n;
-  n.master = Numerics::Master::bf16_sr;
-  n.moments = Numerics::Moments::bf16;
-  AdamW opt(t.model().tensors(), t.model().params().size(), AdamWConfig{}, n, 1);
+  AdamW opt(t.model().tensors(), t.model().params().size(), AdamWConfig{}, MasterWeights::bf16_sr,
+            OptimizerState::bf16, 1);
   std::vector<float> w = t.model().params(), g(w.size(), 1e-3f);
   opt.round_master(w);
   auto is_bf16 = [](float x) { uint32_t b; std::memcpy(&b, &x, 4); return (b & 0xFFFF) == 0; };
@@ -283,10 +277,6 @@ TEST_CASE("the master-weight and moment precisions of a recipe are applied", "[o
 }
 
 TEST_CASE("every catalogue recipe trains a few steps and logs its formats per role", "[recipes]") {
-  if (!have_recipe_catalogue()) {
-    WARN("built without recipes/: only the built-in fp32 and bf16 recipes exist");
-    return;
-  }
   for (const std::string name : {"fp32", "bf16", "fp8-delayed", "fp8-current", "fp8-blockwise", "mxfp8",
                                  "mxfp6", "mxfp4-rne", "mxfp4-sr-rht", "nvfp4", "quartet-like",
                                  "bitnet-b1.58", "sub4-e2m0"}) {
@@ -303,17 +293,16 @@ TEST_CASE("every catalogue recipe trains a few steps and logs its formats per ro
       t.attach_log(path);
       t.run();
     }
-    const RunData d = read_run_log(path);
-    for (double l : d.loss) CHECK(std::isfinite(l));
+    const runlog::Run d = runlog::read_run(path);
+    for (double l : d.metrics.loss) CHECK(std::isfinite(l));
     // layer rows: h0.attn.qkv = 0 (a linear of block 0); role columns fwd_x.. wgrad_dy
-    const SimRecipe r = load_sim_recipe(name);
-    const size_t L = d.layers.size();
-    REQUIRE(d.layers[0] == "h0.attn.qkv");
-    auto q = r.make_quantizer(LayerInfo{0, 2, LayerInfo::linear, "h0.attn.qkv"}, 0);
+    const size_t L = d.quant.layers.size();
+    REQUIRE(d.quant.layers[0] == "h0.attn.qkv");
+    const OperandQuantizer q(load_recipe(name), LayerInfo{0, 2, LayerInfo::linear, "h0.attn.qkv"}, 0);
     for (int role = 0; role < 6; ++role) {
-      INFO("role " << d.roles[role]);
-      const float sqnr = d.sqnr_db[(2 * L + 0) * 6 + role];  // step 2, layer 0
-      if (q->is_identity(static_cast<Role>(role))) CHECK(std::isinf(sqnr));
+      INFO("role " << d.quant.roles[role]);
+      const float sqnr = d.quant.sqnr_db[(2 * L + 0) * 6 + role];  // step 2, layer 0
+      if (q.is_identity(static_cast<GemmRole>(role))) CHECK(std::isinf(sqnr));
       else CHECK(sqnr < 80.0f);
     }
     std::filesystem::remove(path);

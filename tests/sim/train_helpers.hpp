@@ -14,8 +14,8 @@ namespace lpx::sim::test {
 inline TrainConfig tiny_gpt(const std::string& recipe, int layers, int channels, int heads, int context,
                             int batch) {
   TrainConfig c;
-  c.model.kind = "gpt";
-  c.model.activation = "gelu";
+  c.model.kind = ModelKind::gpt;
+  c.model.activation = Activation::gelu;
   c.model.layers = layers;
   c.model.channels = channels;
   c.model.heads = heads;

@@ -1,6 +1,6 @@
 // `lpx report DIR [--format html|md|json] [--reference RUN] [--thresholds FILE]`: reads every
 // run log in DIR (a sweep's output: DIR/<run>/run.h5, or loose DIR/*.h5), runs the offline
-// divergence detectors (sim/divergence) against the reference run of the same seed, and
+// divergence detectors (divergence/) against the reference run of the same seed, and
 // writes DIR/report.html (one self-contained page: the run table, loss curves with the
 // flags marked, per-layer heatmaps of flushed and saturated %, a verdict per recipe), or
 // prints the same as Markdown or the per-run verdicts as a JSON list.
@@ -30,7 +30,7 @@
 
 #include "command.hpp"
 #include "lpx/divergence/detectors.hpp"
-#include "lpx/divergence/run_file.hpp"
+#include "lpx/runlog/run_log.hpp"
 
 namespace lpx::cli {
 namespace {
@@ -44,15 +44,16 @@ struct ReportArgs {
 
 struct Run {
   std::string name;  // path of the log's folder relative to DIR ("mxfp8-s0"), or the file stem
-  div::RunFile log;
+  runlog::Run log;
+  divergence::Series series;   // what the detectors read (divergence::series_from(log))
   json config_flat;            // the log's TrainConfig flattened ("model.hidden": ...)
   json swept;                  // the keys that differ between runs
   bool reference = false;
   bool finished = true;
   int64_t planned_steps = 0;
   const Run* ref = nullptr;    // the reference this run is compared with
-  std::vector<div::Flag> flags;
-  div::Outcome outcome;
+  std::vector<divergence::Flag> flags;
+  divergence::Outcome outcome;
   double final_loss = NAN, gap = NAN;
 };
 
@@ -60,7 +61,7 @@ struct Report {
   std::string dir;
   std::vector<std::unique_ptr<Run>> runs;
   std::vector<std::string> missing;  // lines about what is not there
-  div::Thresholds thresholds;
+  divergence::Thresholds thresholds;
 };
 
 void flatten(const json& j, const std::string& prefix, json& out) {
@@ -107,9 +108,9 @@ Report load(const ReportArgs& a) {
     if (!f) throw UsageError(fmt::format("report: --thresholds {}: cannot read", a.thresholds));
     std::stringstream ss;
     ss << f.rdbuf();
-    rep.thresholds = div::Thresholds::from_json(ss.str());
+    rep.thresholds = divergence::Thresholds::from_json(ss.str());
   } else if (plan.contains("spec") && plan["spec"].contains("detectors")) {
-    rep.thresholds = div::Thresholds::from_json(plan["spec"]["detectors"].dump());
+    rep.thresholds = divergence::Thresholds::from_json(plan["spec"]["detectors"].dump());
   }
   // every .h5 directly in DIR or one folder down
   std::vector<std::pair<std::string, fs::path>> logs;
@@ -132,17 +133,18 @@ Report load(const ReportArgs& a) {
   for (const auto& [name, path] : logs) {
     auto r = std::make_unique<Run>();
     r->name = name;
-    r->log = div::read_run_file(path.string());  // a LogError names the file
+    r->log = runlog::read_run(path.string());  // a LogError names the file
+    r->series = divergence::series_from(r->log);
     try {
-      flatten(json::parse(r->log.config_json), "", r->config_flat);
+      flatten(json::parse(r->log.header.config_json), "", r->config_flat);
     } catch (const json::exception&) {
       r->config_flat = json::object();
     }
     if (r->config_flat.contains("steps") && r->config_flat["steps"].is_number_integer())
       r->planned_steps = r->config_flat["steps"].get<int64_t>();
-    r->finished = r->planned_steps == 0 || static_cast<int64_t>(r->log.series.rows()) >= r->planned_steps;
+    r->finished = r->planned_steps == 0 || static_cast<int64_t>(r->series.rows()) >= r->planned_steps;
     if (!r->finished)
-      rep.missing.push_back(fmt::format("{}: unfinished ({} of {} steps logged)", name, r->log.series.rows(), r->planned_steps));
+      rep.missing.push_back(fmt::format("{}: unfinished ({} of {} steps logged)", name, r->series.rows(), r->planned_steps));
     for (const auto& m : r->log.missing)
       if (m != "/metrics/adam_rms") rep.missing.push_back(fmt::format("{}: no {} in the log", name, m));
     rep.runs.push_back(std::move(r));
@@ -179,7 +181,7 @@ Report load(const ReportArgs& a) {
   if (ref_names.empty())
     for (const char* want : {"fp32", "bf16"}) {
       for (const auto& r : rep.runs)
-        if (r->log.recipe == want) ref_names.insert(r->name);
+        if (r->log.header.recipe == want) ref_names.insert(r->name);
       if (!ref_names.empty()) break;
     }
   for (auto& r : rep.runs) r->reference = ref_names.count(r->name) > 0;
@@ -189,7 +191,7 @@ Report load(const ReportArgs& a) {
     for (const auto& c : rep.runs)
       if (c->reference && c.get() != r.get()) {
         if (!best) best = c.get();
-        if (c->log.model == r->log.model && c->log.seed == r->log.seed) {
+        if (c->log.header.model == r->log.header.model && c->log.header.seed == r->log.header.seed) {
           best = c.get();
           break;
         }
@@ -224,12 +226,12 @@ Report load(const ReportArgs& a) {
     if (r->swept.is_null()) r->swept = json::object();
   // detectors and verdicts
   for (auto& r : rep.runs) {
-    const div::Series* ref = r->ref ? &r->ref->log.series : nullptr;
-    r->flags = div::detect(r->log.series, rep.thresholds, ref);
-    r->outcome = div::judge(r->log.series, ref, rep.thresholds, r->flags);
-    r->final_loss = tail_mean(r->log.series.loss, rep.thresholds.smooth);
-    if (r->ref) r->gap = (r->final_loss - tail_mean(r->ref->log.series.loss, rep.thresholds.smooth)) /
-                         std::fabs(tail_mean(r->ref->log.series.loss, rep.thresholds.smooth));
+    const divergence::Series* ref = r->ref ? &r->ref->series : nullptr;
+    r->flags = divergence::detect(r->series, rep.thresholds, ref);
+    r->outcome = divergence::judge(r->series, ref, rep.thresholds, r->flags);
+    r->final_loss = tail_mean(r->series.loss, rep.thresholds.smooth);
+    if (r->ref) r->gap = (r->final_loss - tail_mean(r->ref->series.loss, rep.thresholds.smooth)) /
+                         std::fabs(tail_mean(r->ref->series.loss, rep.thresholds.smooth));
   }
   return rep;
 }
@@ -237,13 +239,13 @@ Report load(const ReportArgs& a) {
 json run_json(const Run& r) {
   json j;
   j["run"] = r.name;
-  j["recipe"] = r.log.recipe;
-  j["model"] = r.log.model;
-  j["seed"] = r.log.seed;
+  j["recipe"] = r.log.header.recipe;
+  j["model"] = r.log.header.model;
+  j["seed"] = r.log.header.seed;
   j["config"] = r.swept;
   j["reference"] = r.reference;
   j["reference_run"] = r.ref ? json(r.ref->name) : json(nullptr);
-  j["steps"] = r.log.series.rows();
+  j["steps"] = r.series.rows();
   j["finished"] = r.finished;
   j["final_loss"] = num(r.final_loss);
   j["gap_to_reference"] = num(r.gap);
@@ -273,8 +275,8 @@ std::vector<std::pair<std::string, std::string>> verdicts(const Report& rep) {
   std::map<std::string, std::vector<const Run*>> by;
   std::vector<std::string> order;
   for (const auto& r : rep.runs) {
-    if (!by.count(r->log.recipe)) order.push_back(r->log.recipe);
-    by[r->log.recipe].push_back(r.get());
+    if (!by.count(r->log.header.recipe)) order.push_back(r->log.header.recipe);
+    by[r->log.header.recipe].push_back(r.get());
   }
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& name : order) {
@@ -318,7 +320,7 @@ std::vector<std::pair<std::string, std::string>> verdicts(const Report& rep) {
 
 std::string table_row_cells(const Run& r) {
   const auto& o = r.outcome;
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.recipe, r.log.seed, config_text(r.swept),
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe, r.log.header.seed, config_text(r.swept),
                      fmt_num(r.final_loss), r.ref ? fmt::format("{:+.2f}%", 100 * r.gap) : (r.reference ? "reference" : "-"),
                      o.flagged ? fmt::format("{} ({})", o.first_flag_step, o.first_flag_detector) : "-",
                      o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
@@ -427,7 +429,7 @@ json loss_chart(const Report& rep) {
   json values = json::array(), flags = json::array();
   double ymax = 0, ymin = INFINITY;
   for (const auto& r : rep.runs) {
-    const auto& s = r->log.series;
+    const auto& s = r->series;
     const size_t st = stride_for(s.rows(), 400);
     for (size_t i = 0; i < s.rows(); ++i) {
       if (i % st != 0 && i + 1 != s.rows()) continue;
@@ -480,7 +482,7 @@ json loss_chart(const Report& rep) {
 // Heatmap of one statistic for one run: rows layer/operand, columns step bins (mean of the
 // finite rows in the bin).
 std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const char* title) {
-  const auto& s = r.log.series;
+  const auto& s = r.series;
   const size_t n = s.rows(), L = s.layers.size(), R = s.roles.size();
   if (a.size() < n * L * R || n == 0 || L * R == 0) return std::nullopt;
   const size_t bins = std::min<size_t>(n, 60);
@@ -548,8 +550,8 @@ void write_html(const Report& rep, const fs::path& assets) {
     int k = 0;
     for (const auto& r : rep.runs) {
       std::string row;
-      for (auto [arr, title] : {std::pair{&r->log.series.flushed_pct, "flushed %"},
-                                std::pair{&r->log.series.saturated_pct, "saturated %"}}) {
+      for (auto [arr, title] : {std::pair{&r->series.flushed_pct, "flushed %"},
+                                std::pair{&r->series.saturated_pct, "saturated %"}}) {
         if (auto spec = heatmap(*r, *arr, title)) {
           const std::string id = fmt::format("chart-heat-{}", k++);
           row += fmt::format("<div id=\"{}\"></div>", id);

@@ -178,7 +178,7 @@ std::vector<PlannedRun> plan(json& spec) {
   }
   if (spec.contains("detectors")) {
     try {
-      (void)div::Thresholds::from_json(spec["detectors"].dump());
+      (void)divergence::Thresholds::from_json(spec["detectors"].dump());
     } catch (const std::invalid_argument& e) {
       throw UsageError(fmt::format("sweep: detectors: {}", e.what()));
     }

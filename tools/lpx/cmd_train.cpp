@@ -1,5 +1,5 @@
 // `lpx train`: a training run of the simulator (sim/trainer.hpp) with an HDF5 log
-// (sim/run_log.hpp documents its layout), checkpoints in the same file and --resume.
+// (runlog/schema.hpp, docs/runlog.md), checkpoints in the same file and --resume.
 // --device gpu runs the recipe's quantizers on the CUDA device (sim/device.hpp); without
 // one it exits 1 with "no CUDA device: ...".
 #include <unistd.h>
@@ -45,19 +45,21 @@ void run_train(const TrainArgs& a) {
   if (a.out.empty() && a.resume) throw UsageError("train: --resume needs --out FILE (the run to continue)");
   if (!a.device.empty() && a.device != "cpu" && a.device != "gpu")
     throw UsageError(fmt::format("train: --device '{}' is not cpu or gpu", a.device));
+  const std::optional<sim::Device> device =
+      a.device.empty() ? std::nullopt : std::optional<sim::Device>(sim::device_by_name(a.device));
   std::unique_ptr<sim::Trainer> trainer;
   if (a.resume) {
-    trainer = sim::Trainer::resume(a.out, a.steps > 0 ? std::optional<int64_t>(a.steps) : std::nullopt,
-                                   a.device.empty() ? std::nullopt : std::optional<std::string>(a.device));
+    trainer = sim::Trainer::resume(a.out, a.steps > 0 ? std::optional<int64_t>(a.steps) : std::nullopt, device);
   } else {
     if (a.model != "mlp" && a.model != "gpt") throw UsageError(fmt::format("train: --model '{}' is not mlp or gpt", a.model));
     if (a.steps <= 0) throw UsageError("train: --steps must be positive");
     sim::TrainConfig c;
-    c.model.kind = a.model;
+    c.model.kind = sim::model_kind_by_name(a.model);
+    const bool gpt = c.model.kind == sim::ModelKind::gpt;
     c.recipe = a.recipe;
     c.steps = a.steps;
     c.seed = a.seed;
-    c.lr = a.lr > 0 ? a.lr : (a.model == "gpt" ? 3e-3f : 1e-3f);
+    c.lr = a.lr > 0 ? a.lr : (gpt ? 3e-3f : 1e-3f);
     c.batch = a.batch;
     c.threads = a.threads;
     c.data = a.data;
@@ -65,9 +67,15 @@ void run_train(const TrainArgs& a) {
     c.checkpoint_every = a.checkpoint_every;
     c.stats_every = a.stats_every;
     c.weight_decay = a.weight_decay;
-    if (!a.device.empty()) c.device = a.device;
-    if (a.model == "gpt") c.model.activation = "gelu";
-    if (!a.activation.empty()) c.model.activation = a.activation;
+    if (device) c.device = *device;
+    if (gpt) c.model.activation = sim::Activation::gelu;
+    if (!a.activation.empty()) {
+      try {
+        c.model.activation = sim::activation_by_name(a.activation);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("train: --activation: {}", e.what()));
+      }
+    }
     if (!a.hidden.empty()) c.model.hidden = a.hidden;
     if (a.layers > 0) c.model.layers = a.layers;
     if (a.channels > 0) c.model.channels = a.channels;
@@ -80,9 +88,10 @@ void run_train(const TrainArgs& a) {
   if (a.resume && a.threads > 0) omp_set_num_threads(a.threads);
   const auto& cfg = trainer->config();
   const bool tty = isatty(STDERR_FILENO) != 0;
-  const char* unit = cfg.model.kind == "gpt" ? "tok/s" : "img/s";
+  const bool gpt = cfg.model.kind == sim::ModelKind::gpt;
+  const char* unit = gpt ? "tok/s" : "img/s";
   const int64_t first = trainer->current_step();
-  fmt::print("lpx train: {} with recipe {} for {} steps (seed {}){}\n", cfg.model.kind,
+  fmt::print("lpx train: {} with recipe {} for {} steps (seed {}){}\n", sim::model_kind_name(cfg.model.kind),
              trainer->recipe().name, cfg.steps, cfg.seed,
              first > 0 ? fmt::format(", resumed at step {}", first) : "");
   std::fflush(stdout);
@@ -90,16 +99,16 @@ void run_train(const TrainArgs& a) {
   // gradient-norm spikes, update-ratio drift) watch every step; the first flag ends the
   // run after a checkpoint, so the log holds everything up to the flagged step.
   struct StopRun {
-    div::Flag flag;
+    divergence::Flag flag;
   };
-  std::optional<div::Monitor> monitor;
+  std::optional<divergence::Monitor> monitor;
   if (!a.thresholds.empty() && !a.stop_on_divergence)
     throw UsageError("train: --thresholds needs --stop-on-divergence");
   if (a.stop_on_divergence) {
-    div::Thresholds t;
+    divergence::Thresholds t;
     if (!a.thresholds.empty()) {
       const std::vector<std::byte> text = read_raw_bytes(a.thresholds);
-      t = div::Thresholds::from_json(
+      t = divergence::Thresholds::from_json(
           std::string(reinterpret_cast<const char*>(text.data()), text.size()));
     }
     monitor.emplace(t);
@@ -118,7 +127,7 @@ void run_train(const TrainArgs& a) {
     if (e) {
       if (tty) std::fprintf(stderr, "\r\033[K");
       fmt::print("step {:>7}  train loss {:.4f}  eval loss {:.4f}  {} {:.2f}%\n", e->step, m.loss,
-                 e->loss, cfg.model.kind == "gpt" ? "next-token acc" : "test acc", 100.0 * e->accuracy);
+                 e->loss, gpt ? "next-token acc" : "test acc", 100.0 * e->accuracy);
       std::fflush(stdout);
     }
     if (a.abort_after >= 0 && m.step + 1 >= a.abort_after) {
@@ -127,14 +136,14 @@ void run_train(const TrainArgs& a) {
       std::_Exit(3);
     }
     if (monitor) {
-      div::StepRecord r;
+      divergence::StepRecord r;
       r.step = m.step;
       r.loss = m.loss;
       r.grad_norm = m.grad_norm;
       r.update_ratio = m.update_ratio;
       r.lr = static_cast<double>(m.lr);
       r.adam_rms = m.adam_rms;
-      const std::vector<div::Flag> flags = monitor->observe(r);
+      const std::vector<divergence::Flag> flags = monitor->observe(r);
       if (!flags.empty()) throw StopRun{flags.front()};
     }
   });
@@ -144,7 +153,7 @@ void run_train(const TrainArgs& a) {
     fmt::print("stopped at step {} of {}: {}\n", stop.flag.step + 1, cfg.steps, stop.flag.describe());
   }
   if (tty) std::fprintf(stderr, "\r\033[K");
-  if (cfg.device == "gpu") {
+  if (cfg.device == sim::Device::gpu) {
     const sim::DeviceCounts n = sim::device_counts();
     fmt::print("device: {} quantizer kernel calls on the GPU, {} block quantizations on the CPU "
                "(per-tensor, per-channel or delayed scaling: not on the device)\n",

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "command.hpp"
-#include "lpx/io/tensor_file.hpp"
+#include "lpx/version.hpp"
 
 namespace lpx::cli {
 
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
       "lpx: bit-exact emulation of low-precision number formats (FP8, FP6, FP4, MX, NVFP4,\n"
       "sub-4-bit) and stochastic rounding. `lpx COMMAND --help` shows each command's use."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "lpx 0.1.0");
+  app.set_version_flag("--version", fmt::format("lpx {}", lpx::kVersion));
   auto& commands = registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

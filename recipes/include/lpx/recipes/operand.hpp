@@ -79,7 +79,7 @@ struct OperandStats {
 };
 
 // What one apply() call did to its operand, in words: the run log stores it per layer
-// and role (sim/run_log.hpp, /quant/applied), so a reader sees which format really ran.
+// and role (runlog/schema.hpp, /quant/applied), so a reader sees which format really ran.
 struct AppliedOperand {
   std::string element = "float32";  // "float32" (not quantized), "bfloat16", "ternary", or
                                      // the block format's canonical element name
@@ -101,6 +101,14 @@ struct AppliedOperand {
   int margin = 0;
   bool operator==(const AppliedOperand&) const = default;
 };
+
+// Several calls on the same operand role combined into one record (attention runs one
+// GEMM pair per batch and head): elements summed, amax the largest, the percentages
+// weighted by elements, SQNR the smallest, clamped blocks summed (-1 when either is not
+// counted); applied strings that differ are joined with "|" ("rht64:per_call|none"), the
+// integer fields are the first call's.
+void merge_into(OperandStats& total, const OperandStats& call);
+void merge_into(AppliedOperand& total, const AppliedOperand& call);
 
 struct CallKey {
   uint64_t seed;
@@ -152,6 +160,10 @@ class OperandQuantizer {
 
   // fp32 role without a transform: apply() would copy in to out unchanged.
   bool is_identity(GemmRole role) const { return spec(role).is_identity(); }
+  // For an identity role: the stats and applied record apply() would give, without an
+  // output (the caller uses `in` as it is). Throws std::logic_error for other roles.
+  void observe(GemmRole role, const float* in, int64_t rows, int64_t cols, OperandStats* stats,
+               AppliedOperand* applied) const;
   // The spec apply() uses for the role (the high-precision one in a kept layer).
   const RoleSpec& spec(GemmRole role) const { return specs_[static_cast<size_t>(role)]; }
   bool high_precision() const { return high_precision_; }

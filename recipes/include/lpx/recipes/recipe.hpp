@@ -152,6 +152,8 @@ struct Accumulation {
   bool limited = false;
   int mantissa_bits = 23;
   int promote_every = 0;
+  // 23 explicit bits are float32's own: such an accumulator is plain FP32.
+  bool is_fp32() const { return !limited || mantissa_bits >= 23; }
   bool operator==(const Accumulation&) const = default;
 };
 
@@ -196,6 +198,8 @@ struct LayerInfo {
   enum Kind { linear, attention_bmm, embedding, head } kind = linear;
   std::string name;
 };
+
+std::string_view layer_kind_name(LayerInfo::Kind k);  // "linear" | "attention_bmm" | "embedding" | "head"
 
 // linear: index < first_blocks or index >= count - last_blocks; attention_bmm:
 // high_precision.attention; embedding: .embeddings; head: .head.

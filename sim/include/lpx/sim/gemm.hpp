@@ -6,7 +6,7 @@
 // chunks are spread over OpenMP threads, but each chunk's arithmetic is the same whatever
 // the thread count, so results are bit-identical with 1 or 2 or 16 threads.
 //
-// Limited accumulation (Accumulation::mantissa_bits < 23) emulates a tensor core whose
+// Limited accumulation (recipes' Accumulation::limited) emulates a tensor core whose
 // partial sums keep fewer mantissa bits: each product a*b is formed in float32 (exact for
 // the 8-bit and narrower operands recipes produce), added to the partial sum in double,
 // and the partial sum is rounded to `mantissa_bits` explicit bits (RNE, float32 exponent
@@ -21,7 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "lpx/sim/quantizer.hpp"
+#include "lpx/recipes/operand.hpp"
+#include "lpx/recipes/recipe.hpp"
 
 namespace lpx::sim {
 
@@ -37,11 +38,12 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
           int64_t k, const Accumulation& acc, bool accumulate);
 
 // One layer's quantized GEMMs: Y = X W^T (+ bias), dX = dY W, dW = dY^T X, each operand
-// through the layer's quantizer for its role first. stats[role] holds what the last call
-// did to that operand (when stats are collected).
+// through the layer's recipe quantizer (recipes/operand.hpp) for its role first, along
+// the role's reduction axis. stats[role] and applied[role] hold what the last call did to
+// that operand (when stats are collected).
 class QuantGemms {
  public:
-  QuantGemms(LayerInfo info, std::unique_ptr<GemmQuantizer> q, Accumulation acc);
+  QuantGemms(OperandQuantizer q, Accumulation acc);
   // y (M,N) = Q(fwd_x, x (M,K)) Q(fwd_w, w (N,K))^T + bias (N, or null)
   void forward(const float* x, const float* w, const float* bias, float* y, int64_t m,
                int64_t n, int64_t k, uint64_t step, bool collect);
@@ -50,27 +52,30 @@ class QuantGemms {
   void backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
                 float* dbias, int64_t m, int64_t n, int64_t k, uint64_t step, bool collect,
                 bool dx_accumulate = false);
-  const LayerInfo& info() const { return info_; }
-  GemmQuantizer& quantizer() { return *q_; }
-  const GemmQuantizer& quantizer() const { return *q_; }
-  std::array<OperandStats, kNumRoles> stats{};
+  const LayerInfo& info() const { return q_.layer(); }
+  OperandQuantizer& quantizer() { return q_; }
+  const OperandQuantizer& quantizer() const { return q_; }
+  std::array<OperandStats, kGemmRoles> stats{};
+  std::array<AppliedOperand, kGemmRoles> applied{};
   // Merges several calls' stats (attention runs one GEMM pair per batch and head):
-  // when `merge` is on, stats are combined (elements summed, amax max, percentages
-  // element-weighted, SQNR the minimum) instead of replaced.
+  // when `merge` is on, each call is combined into stats and applied (merge_into,
+  // recipes/operand.hpp) instead of replacing them.
   bool merge = false;
-  void reset_stats() { stats = {}; }
+  void reset_stats() {
+    stats = {};
+    applied = {};
+  }
   // Test hook: when set, called with every operand right before its GEMM uses it: `in`
   // the operand as the layer passed it, `used` what the GEMM multiplies (the quantizer's
   // output, or `in` itself for an identity role), both row-major (rows x cols).
-  std::function<void(Role role, const float* in, const float* used, int64_t rows, int64_t cols,
+  std::function<void(GemmRole role, const float* in, const float* used, int64_t rows, int64_t cols,
                      uint64_t step)>
       operand_hook;
 
  private:
-  const float* quant(Role r, const float* in, int64_t rows, int64_t cols, uint64_t step,
+  const float* quant(GemmRole r, const float* in, int64_t rows, int64_t cols, uint64_t step,
                      bool collect, std::vector<float>& buf);
-  LayerInfo info_;
-  std::unique_ptr<GemmQuantizer> q_;
+  OperandQuantizer q_;
   Accumulation acc_;
   std::vector<float> qa_, qb_;
 };

@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "lpx/recipes/operand.hpp"
+#include "lpx/recipes/recipe.hpp"
 #include "lpx/sim/gemm.hpp"
-#include "lpx/sim/quantizer.hpp"
 
 namespace lpx::sim {
 
@@ -33,12 +34,20 @@ struct Batch {
   std::vector<int32_t> x_i, y;
 };
 
+enum class ModelKind : uint8_t { mlp, gpt };
+// mlp: relu | gelu; gpt: gelu | swiglu (the MLP block's nonlinearity).
+enum class Activation : uint8_t { relu, gelu, swiglu };
+std::string_view model_kind_name(ModelKind k);       // "mlp" | "gpt"
+ModelKind model_kind_by_name(std::string_view name);  // throws std::invalid_argument
+std::string_view activation_name(Activation a);      // "relu" | "gelu" | "swiglu"
+Activation activation_by_name(std::string_view name);
+
 struct ModelConfig {
-  std::string kind = "mlp";  // "mlp" | "gpt"
+  ModelKind kind = ModelKind::mlp;
   // mlp
   int inputs = 784, classes = 10;
   std::vector<int> hidden{256};
-  std::string activation = "relu";  // mlp: relu | gelu; gpt: gelu | swiglu
+  Activation activation = Activation::relu;
   // gpt
   int vocab = 0, context = 64, layers = 2, channels = 64, heads = 4;
 };
@@ -74,8 +83,10 @@ class Model {
 
 // Builds a model with parameters initialised from Philox keyed by `seed` (normal init,
 // std 1/sqrt(fan_in) for the MLP's layers (sqrt(2/fan_in) with ReLU), 0.02 for the GPT's
-// with residual projections scaled by 1/sqrt(2 * layers), as GPT-2).
-std::unique_ptr<Model> make_model(const ModelConfig& cfg, const SimRecipe& recipe, int batch,
-                                  uint64_t seed);
+// with residual projections scaled by 1/sqrt(2 * layers), as GPT-2). Every layer gets the
+// recipe's OperandQuantizer, keyed by `seed`, running its kernels on `backend` (null: the
+// CPU); layers the recipe keeps in high precision accumulate in fp32.
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe,
+                                  std::shared_ptr<OperandBackend> backend, int batch, uint64_t seed);
 
 }  // namespace lpx::sim

@@ -3,7 +3,8 @@
 //   master fp32      w = w - lr (m_hat / (sqrt(v_hat) + eps) + wd w)  in float32
 //   master bf16_sr   the weights are kept as bfloat16 values: the float32 update above is
 //                    rounded back to bfloat16 stochastically, with random bits
-//                    lpx::random_bits(seed, stream = step, index = flat parameter index)
+//                    lpx::random_bits(seed, stream = 0x4d535452 ("MSTR") xor the step's
+//                    low 32 bits, index = flat parameter index)
 //                    through lpx's codec (fake_cast_array, Rounding::sr), so the result
 //                    never depends on the thread count
 //   moments bf16     m and v are stored as bfloat16 (round to nearest even after each
@@ -18,8 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "lpx/recipes/recipe.hpp"
 #include "lpx/sim/model.hpp"
-#include "lpx/sim/quantizer.hpp"
 
 namespace lpx::sim {
 
@@ -29,8 +30,9 @@ struct AdamWConfig {
 
 class AdamW {
  public:
-  AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, Numerics numerics,
-        uint64_t seed);
+  // master and moments are the recipe's master_weights and optimizer_state.
+  AdamW(const std::vector<ParamTensor>& tensors, size_t n, AdamWConfig cfg, MasterWeights master,
+        OptimizerState moments, uint64_t seed);
   // One update with learning rate lr at 0-based step `step`; returns ||delta w|| (the
   // update norm, for the update/weight ratio).
   double update(std::vector<float>& w, const std::vector<float>& g, float lr, uint64_t step);
@@ -48,7 +50,8 @@ class AdamW {
   std::vector<std::pair<int64_t, int64_t>> spans_;  // (offset, size) of each tensor
   std::vector<uint8_t> decay_;
   AdamWConfig cfg_;
-  Numerics numerics_;
+  MasterWeights master_;
+  OptimizerState moments_;
   uint64_t seed_;
   std::vector<float> m_, v_, next_;
   double adam_rms_ = 0;

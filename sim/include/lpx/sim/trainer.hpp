@@ -1,5 +1,5 @@
 // A training run: data, model, recipe, AdamW, learning-rate schedule, evaluation,
-// HDF5 logging and checkpoints (run_log.hpp). `lpx train` is a thin shell around it.
+// HDF5 logging and checkpoints (runlog/run_log.hpp). `lpx train` is a thin shell around it.
 //
 // Determinism: everything random is Philox keyed by (seed, stream, index) and every batch
 // is a pure function of (seed, step), so a run is a function of its config: the same seed
@@ -15,16 +15,23 @@
 #include <string>
 #include <vector>
 
+#include "lpx/recipes/operand.hpp"
+#include "lpx/recipes/recipe.hpp"
+#include "lpx/runlog/run_log.hpp"
 #include "lpx/sim/data.hpp"
+#include "lpx/sim/device.hpp"
 #include "lpx/sim/model.hpp"
 #include "lpx/sim/optimizer.hpp"
-#include "lpx/sim/quantizer.hpp"
 
 namespace lpx::sim {
 
+// A step's and an evaluation's metrics are what the run log stores (runlog/schema.hpp).
+using runlog::EvalMetrics;
+using runlog::StepMetrics;
+
 struct TrainConfig {
   ModelConfig model;
-  std::string recipe = "fp32";
+  std::string recipe = "fp32";  // a catalogue name or a recipe .json file (recipes/)
   int64_t steps = 100;
   uint64_t seed = 0;
   float lr = 1e-3f;
@@ -39,23 +46,12 @@ struct TrainConfig {
   float weight_decay = 0.0f;
   float clip = 1.0f;         // global gradient-norm clipping; 0 disables
   int64_t stats_every = 1;   // per-operand quantizer statistics every N steps (rows are NaN between)
-  std::string device = "cpu";  // "cpu" | "gpu": where the recipe's quantizers run (device.hpp);
-                               // the loss array is the same bit for bit
+  Device device = Device::cpu;  // where the recipe's quantizers run (device.hpp); the loss
+                                // array is the same bit for bit
+  // The run log's "config" attribute: names as strings ("kind": "mlp", "device": "cpu").
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);
 };
-
-struct StepMetrics {
-  int64_t step = 0;  // 0-based index of the step just taken
-  double loss = 0, grad_norm = 0, update_ratio = 0, adam_rms = 0, step_time_s = 0;
-  float lr = 0;
-};
-struct EvalMetrics {
-  int64_t step = 0;  // number of completed steps when evaluated
-  double loss = 0, accuracy = 0;
-};
-
-class RunLog;
 
 class Trainer {
  public:
@@ -67,7 +63,7 @@ class Trainer {
   void attach_log(const std::string& path);
   // `device` replaces the logged run's device (the results do not depend on it).
   static std::unique_ptr<Trainer> resume(const std::string& path, std::optional<int64_t> steps,
-                                         std::optional<std::string> device = std::nullopt);
+                                         std::optional<Device> device = std::nullopt);
 
   StepMetrics step();  // one training step (and eval / checkpoint when due)
   EvalMetrics evaluate();
@@ -79,7 +75,7 @@ class Trainer {
 
   const TrainConfig& config() const { return cfg_; }
   Model& model() { return *model_; }
-  const SimRecipe& recipe() const { return recipe_; }
+  const Recipe& recipe() const { return recipe_; }
   const std::vector<double>& losses() const { return losses_; }
   const std::vector<EvalMetrics>& evals() const { return evals_; }
   int64_t samples_per_step() const;  // images (mlp) or tokens (gpt)
@@ -89,13 +85,14 @@ class Trainer {
   void load_data();
   void next_batch(uint64_t step);
   TrainConfig cfg_;
-  SimRecipe recipe_;
+  Recipe recipe_;
+  std::shared_ptr<OperandBackend> backend_;  // where the quantizers run (null: the CPU)
   std::shared_ptr<const ImageSet> train_set_, test_set_;
   std::shared_ptr<const CharCorpus> corpus_;
   std::unique_ptr<ImageBatcher> batcher_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<AdamW> opt_;
-  std::unique_ptr<RunLog> log_;
+  std::unique_ptr<runlog::RunLog> log_;
   Batch batch_;
   int64_t step_ = 0;
   std::vector<double> losses_;
@@ -108,7 +105,8 @@ std::shared_ptr<const ImageSet> cached_fashion_mnist(const std::string& dir, boo
 std::shared_ptr<const CharCorpus> cached_char_corpus(const std::string& path);
 
 // Seconds per training step (median of `steps` timed steps after one warm-up) for a model
-// ("mlp" | "gpt", default sizes) and a recipe: what `lpx bench --train` reports.
+// ("mlp" | "gpt", default sizes; gpt with gelu) and a recipe: what `lpx bench --train`
+// reports.
 struct BenchResult {
   std::string model, recipe;
   double seconds_per_step = 0;

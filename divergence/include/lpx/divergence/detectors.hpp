@@ -2,13 +2,13 @@
 // computed online (fed one step at a time by a running trainer) or offline (over the
 // arrays of a finished run log). Both give the same flags, bit for bit.
 //
-// What the detectors watch (../../../../shared/RECIPES.md, "Divergence: what published
-// work watches"):
+// What the detectors watch (the signals and their sources: docs/recipes.md#divergence-signals):
 //   nonfinite          a non-finite loss or gradient norm.
 //   loss_spike         the loss far above its trailing median: robust z-score
 //                      (x - median) / (1.4826 MAD) over a trailing window.
 //   grad_spike         the same on log(gradient norm) (Wortsman et al. 2023, "Small-scale
-//                      proxies for large-scale Transformer training instabilities").
+//                      proxies for large-scale Transformer training instabilities",
+//                      arXiv:2309.14322).
 //   reference_gap      the smoothed relative loss gap to a reference run (same seed, fp32
 //                      or bf16) above a threshold for K consecutive steps: the equivalence
 //                      check of DeepSeek-V3 (relative loss error < 0.25% vs BF16) and of
@@ -21,8 +21,9 @@
 //                      % overflow; late amax growth, Fishman et al. 2024).
 //   adam_rms           Adam second-moment under-estimation: RMS over parameters of
 //                      g^2 / v_hat; loss spikes follow 1-8 steps after it grows above 1
-//                      (Wortsman et al. 2023). sim does not log it yet: the detector reads
-//                      /metrics/adam_rms (float64, one row per step) when present.
+//                      (Wortsman et al. 2023, "Stable and low-precision training for
+//                      large-scale vision-language models", arXiv:2304.13013). Read from
+//                      /metrics/adam_rms when the log has it (older logs do not).
 //   update_drift       the update/weight ratio ||dw||/||w|| divided by the learning rate
 //                      drifting up by a factor over its early baseline (Wortsman et al.
 //                      2023 track the same ratio; an optimizer whose updates grow against
@@ -46,7 +47,9 @@
 #include <utility>
 #include <vector>
 
-namespace lpx::div {
+#include "lpx/runlog/run_log.hpp"
+
+namespace lpx::divergence {
 
 // Every threshold, with its default. JSON keys are the member names (from_json: unknown
 // keys are errors, missing keys keep the default).
@@ -101,7 +104,8 @@ struct StepRecord {
   const float* saturated_pct = nullptr;
 };
 
-// The arrays of a run (steps in order) that the detectors read; run_log.hpp fills it.
+// The arrays of a run (steps in order) that the detectors read: series_from() takes them
+// from a run log, a running trainer builds them step by step.
 struct Series {
   std::vector<int64_t> step;
   std::vector<double> loss, grad_norm, update_ratio, lr;
@@ -110,6 +114,11 @@ struct Series {
   std::vector<float> flushed_pct, saturated_pct;  // (steps, L, R); empty when absent
   size_t rows() const { return step.size(); }
 };
+
+// The series of a run log (runlog/run_log.hpp): columns the log lacks become NaN rows
+// (grad_norm, update_ratio, lr), except adam_rms and the quantizer statistics, which stay
+// empty so their detectors stay silent.
+Series series_from(const runlog::Run& run);
 
 // Online: feed steps in order; observe() returns this step's new flags.
 class Monitor {
@@ -149,4 +158,4 @@ Outcome judge(const Series& run, const Series* reference, const Thresholds& t,
 // The order detectors are reported in.
 const std::vector<std::string>& detector_names();
 
-}  // namespace lpx::div
+}  // namespace lpx::divergence

@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace lpx::div {
+namespace lpx::divergence {
 
 namespace {
 
@@ -578,4 +578,26 @@ Outcome judge(const Series& run, const Series* reference, const Thresholds& t, c
   return o;
 }
 
-}  // namespace lpx::div
+Series series_from(const runlog::Run& run) {
+  Series s;
+  const runlog::Metrics& m = run.metrics;
+  const size_t n = m.rows();
+  s.step = m.step;
+  s.loss = m.loss;
+  auto column = [n](const auto& v) {
+    std::vector<double> out(v.begin(), v.end());
+    out.resize(n, kNaN);
+    return out;
+  };
+  s.grad_norm = column(m.grad_norm);
+  s.update_ratio = column(m.update_ratio);
+  s.lr = column(m.lr);
+  if (!m.adam_rms.empty()) s.adam_rms = column(m.adam_rms);
+  s.layers = run.quant.layers;
+  s.roles = run.quant.roles;
+  s.flushed_pct = run.quant.flushed_pct;
+  s.saturated_pct = run.quant.saturated_pct;
+  return s;
+}
+
+}  // namespace lpx::divergence
