@@ -672,14 +672,17 @@ void RunLog::append_step(const StepMetrics& m, std::span<const LayerStats> stats
       append_rows(io, g, name, Types<std::remove_cvref_t<decltype(value)>>::mem(), {}, 1, &value);
     });
   }
-  // One row of each statistic: NaN (-1) where nothing was collected.
+  // One row of each statistic: NaN where nothing was collected (0 blocks clamped).
   const std::vector<hsize_t> row = impl_->stat_row();
   const size_t L = row[0], R = row[1], cells = L * R;
   if (!stats.empty() && stats.size() != impl_->layers)
     throw std::invalid_argument(fmt::format("{}: statistics of {} layers for a log of {}", io.path,
                                             stats.size(), impl_->layers));
   QuantTable q;
-  visit_quant(q, [&](const char*, Presence, auto& column) { column.assign(cells, Types<Elem<decltype(column)>>::pad); });
+  visit_quant(q, [&](const char*, Presence, auto& column) {
+    using T = Elem<decltype(column)>;
+    column.assign(cells, std::is_integral_v<T> ? T{0} : Types<T>::pad);
+  });
   std::vector<bool> present(cells, false);
   for (size_t l = 0; l < stats.size(); ++l)
     for (size_t r = 0; r < R; ++r) {

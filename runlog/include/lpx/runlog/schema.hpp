@@ -11,8 +11,8 @@
 //   /quant/layers, layer_kinds (L strings), roles (6 strings: the GEMM roles of
 //                         recipes/recipe.hpp in their order)
 //   /quant/<statistic>    (steps, L, 6): what each layer's quantizer did to each operand
-//                         that step (QuantTable below); NaN rows (-1 for clamped_blocks)
-//                         where statistics were not collected
+//                         that step (QuantTable below); NaN (0 for clamped_blocks) where
+//                         statistics were not collected or the operand was not quantized
 //   /quant/applied/<field>  (L, 6): what each quantizer applied (recipes' AppliedOperand),
 //                         written once from the first step with statistics; "" / -1 for
 //                         an operand that was not quantized that step
