@@ -13,7 +13,7 @@
 //
 // JSON schema (every key below; unknown keys are errors; "default" keys may be left out):
 //   {
-//     "name":    "nvfp4",                       required, [a-z0-9.-]+
+//     "name":    "nvfp4",                       required, [a-z0-9._-]+
 //     "summary": "one line",                    default ""
 //     "source":  "paper / citation",            required, non-empty
 //     "notes":   "free text",                   default ""
