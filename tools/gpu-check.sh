@@ -6,8 +6,12 @@
 #
 # Steps, each logged to $OUT/<step>.log (OUT defaults to gpu-logs/), with a summary in
 # $OUT/summary.txt:
-#   configure, build    lpx and every kernels test (tests/kernels/test_*.cpp)
-#   kernels-tests       ctest -R '^kernels_': argument checks and the device tests
+#   configure, build    lpx, the CUDA module liblpx_cuda.so (kernels/src/*.cu, which lpx
+#                       dlopen()s on first GPU use: docs/kernels.md) and every kernels test
+#   module              what the loader sees: the module's exports and libraries, that lpx
+#                       itself links no CUDA library, `lpx --version` start-up time and RSS
+#   kernels-tests       ctest -R '^kernels_': argument checks and the device tests (and
+#                       the same tests against the CPU mock module)
 #   sim-gpu             sim_test_gpu_train: lpx train --device gpu gives the CPU's loss
 #                       arrays bit for bit
 #   validate            lpx validate --require-gpu: >= 1e9 elements bit for bit against the
@@ -57,8 +61,25 @@ step() {  # step NAME CAP_S COMMAND...
 mapfile -t kernel_tests < <(for f in tests/kernels/test_*.cpp; do basename "$f" .cpp | sed 's/^/kernels_/'; done)
 step configure 90 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90a-real "$@"
-step build 300 cmake --build "$BUILD" -j "$(nproc)" --target lpx "${kernel_tests[@]}" \
+step build 300 cmake --build "$BUILD" -j "$(nproc)" --target lpx lpx_cuda "${kernel_tests[@]}" \
   sim_test_gpu_train
+module_report() {
+  local lpx="$BUILD/tools/lpx" module="$BUILD/kernels/liblpx_cuda.so"
+  echo "module: $module"; ls -l "$module"
+  echo "exports:"; nm -D --defined-only "$module"
+  echo "module needs:"; readelf -d "$module" | grep -E 'NEEDED|RUNPATH'
+  echo "lpx needs:"; readelf -d "$lpx" | grep NEEDED
+  if readelf -d "$lpx" | grep -qiE 'cublas|cudart|libcuda'; then echo "FAIL: lpx links CUDA"; return 1; fi
+  echo "lpx --version, 7 runs:"
+  local TIMEFORMAT='%3R s'
+  for _ in 1 2 3 4 5 6 7; do
+    if [ -x /usr/bin/time ]; then /usr/bin/time -f '%e s %M KB peak' "$lpx" --version 2>&1 >/dev/null
+    else { time "$lpx" --version >/dev/null; } 2>&1; fi
+  done
+}
+export BUILD
+export -f module_report
+step module 30 bash -c module_report
 step kernels-tests 90 ctest --test-dir "$BUILD" -R '^kernels_' -j 4 --output-on-failure
 step sim-gpu 60 ctest --test-dir "$BUILD" -R '^sim_test_gpu_train$' --output-on-failure
 step validate 180 "$BUILD/tools/lpx" validate --require-gpu

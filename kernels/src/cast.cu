@@ -1,12 +1,14 @@
-// Element-cast kernels: encode, decode and fake-cast over flat arrays, calling the LPX_HD
-// codec (formats/codec.hpp) per element.
+// Element-cast kernels: encode, decode and fake-cast over views (lpx/kernels/tensor.hpp),
+// calling the LPX_HD codec (formats/codec.hpp) per element.
 //
 // Work split: thread t of the grid-stride loop handles the group of 4 consecutive elements
-// [4g, 4g + 4) (one float4 load when aligned). Stochastic rounding needs
-// random_bits(seed, stream, index_offset + i); Philox returns 4 words per counter, so a
-// group costs one Philox block when index_offset is a multiple of 4 and two otherwise,
-// never one per element. The rounding mode is a template parameter (so the codec's switch
-// folds away); the code width (uint8/uint16) too. launch_cast is the one dispatch point.
+// [4g, 4g + 4) of the logical row-major order (one float4 load when both views are
+// contiguous and aligned; strided views address each element). Stochastic rounding needs
+// random_bits(seed, stream, index_offset + i) for logical index i; Philox returns 4 words
+// per counter, so a group costs one Philox block when index_offset is a multiple of 4 and
+// two otherwise, never one per element. The rounding mode is a template parameter (so the
+// codec's switch folds away); the code width (uint8/uint16) too. launch_cast is the one
+// dispatch point.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,12 +16,13 @@
 #include "cuda_util.cuh"
 #include "launch.hpp"
 #include "lpx/formats/codec.hpp"
-#include "lpx/kernels/device.hpp"
 #include "lpx/numerics/philox.hpp"
 
-namespace lpx::kernels {
+namespace lpx::kernels::module {
 
 namespace {
+
+using cuda::Addressing;
 
 constexpr unsigned kThreads = 256;
 
@@ -49,14 +52,17 @@ __device__ inline bool aligned(const void* p, unsigned bytes) {
   return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0;
 }
 
-// in is (n); codes is (n) of Code (encode) or out is (n) floats (fake_cast).
+// in is (rows, cols) floats; codes is (rows, cols) of Code (encode) or out is (rows, cols)
+// floats (fake_cast), each addressed through its view.
 template <Op kOp, class Code, Rounding kRound>
-__global__ void cast_kernel(const float* __restrict__ in, Code* __restrict__ codes,
-                            float* __restrict__ out, size_t n, ElementFormat f, Overflow overflow,
-                            SrKey key) {
+__global__ void cast_kernel(const float* __restrict__ in, Addressing ain, Code* __restrict__ codes,
+                            float* __restrict__ out, Addressing aout, ElementFormat f,
+                            Overflow overflow, SrKey key) {
+  const size_t n = ain.rows * ain.cols;
   const size_t groups = (n + 3) / 4;
-  const bool vec_in = aligned(in, 16);
-  const bool vec_out = kOp == Op::encode ? aligned(codes, 4 * sizeof(Code)) : aligned(out, 16);
+  const bool vec_in = ain.contiguous && aligned(in, 16);
+  const bool vec_out = aout.contiguous &&
+                       (kOp == Op::encode ? aligned(codes, 4 * sizeof(Code)) : aligned(out, 16));
   for (size_t g = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t i0 = 4 * g;
@@ -66,12 +72,12 @@ __global__ void cast_kernel(const float* __restrict__ in, Code* __restrict__ cod
       const float4 v = *reinterpret_cast<const float4*>(in + i0);
       x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
     } else {
-      for (int k = 0; k < 4; ++k) if (i0 + k < n) x[k] = in[i0 + k];
+      for (int k = 0; k < 4; ++k) if (i0 + k < n) x[k] = in[ain.at(i0 + k)];
     }
     uint32_t r[4] = {0u, 0u, 0u, 0u};
     if constexpr (kRound == Rounding::sr) group_random_bits(key, key.index_offset + i0, r);
     uint32_t c[4];
-    for (int k = 0; k < 4; ++k) c[k] = encode(x[k], f, kRound, overflow, r[k], key.sr_bits);
+    for (int k = 0; k < 4; ++k) c[k] = lpx::encode(x[k], f, kRound, overflow, r[k], key.sr_bits);
     if constexpr (kOp == Op::encode) {
       if (full && vec_out) {
         if constexpr (sizeof(Code) == 1) {
@@ -80,26 +86,28 @@ __global__ void cast_kernel(const float* __restrict__ in, Code* __restrict__ cod
           *reinterpret_cast<uint2*>(codes + i0) = make_uint2(c[0] | (c[1] << 16), c[2] | (c[3] << 16));
         }
       } else {
-        for (int k = 0; k < 4; ++k) if (i0 + k < n) codes[i0 + k] = static_cast<Code>(c[k]);
+        for (int k = 0; k < 4; ++k) if (i0 + k < n) codes[aout.at(i0 + k)] = static_cast<Code>(c[k]);
       }
     } else {
       float y[4];
-      for (int k = 0; k < 4; ++k) y[k] = decode(c[k], f);
+      for (int k = 0; k < 4; ++k) y[k] = lpx::decode(c[k], f);
       if (full && vec_out) {
         *reinterpret_cast<float4*>(out + i0) = make_float4(y[0], y[1], y[2], y[3]);
       } else {
-        for (int k = 0; k < 4; ++k) if (i0 + k < n) out[i0 + k] = y[k];
+        for (int k = 0; k < 4; ++k) if (i0 + k < n) out[aout.at(i0 + k)] = y[k];
       }
     }
   }
 }
 
-// codes is (n) of Code; out is (n) floats.
+// codes is (rows, cols) of Code; out is (rows, cols) floats.
 template <class Code>
-__global__ void decode_kernel(const Code* __restrict__ codes, float* __restrict__ out, size_t n,
-                              ElementFormat f) {
+__global__ void decode_kernel(const Code* __restrict__ codes, Addressing ain, float* __restrict__ out,
+                              Addressing aout, ElementFormat f) {
+  const size_t n = ain.rows * ain.cols;
   const size_t groups = (n + 3) / 4;
-  const bool vec = aligned(codes, 4 * sizeof(Code)) && aligned(out, 16);
+  const bool vec = ain.contiguous && aout.contiguous && aligned(codes, 4 * sizeof(Code)) &&
+                   aligned(out, 16);
   for (size_t g = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; g < groups;
        g += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t i0 = 4 * g;
@@ -113,104 +121,73 @@ __global__ void decode_kernel(const Code* __restrict__ codes, float* __restrict_
         c[0] = w.x & 0xffffu; c[1] = w.x >> 16; c[2] = w.y & 0xffffu; c[3] = w.y >> 16;
       }
       *reinterpret_cast<float4*>(out + i0) =
-          make_float4(decode(c[0], f), decode(c[1], f), decode(c[2], f), decode(c[3], f));
+          make_float4(lpx::decode(c[0], f), lpx::decode(c[1], f), lpx::decode(c[2], f), lpx::decode(c[3], f));
     } else {
-      for (int k = 0; k < 4; ++k) if (i0 + k < n) out[i0 + k] = decode(codes[i0 + k], f);
+      for (int k = 0; k < 4; ++k)
+        if (i0 + k < n) out[aout.at(i0 + k)] = lpx::decode(codes[ain.at(i0 + k)], f);
     }
   }
 }
 
 template <Op kOp, class Code, Rounding kRound>
-void launch_one(const float* in, Code* codes, float* out, size_t n, const ElementFormat& f,
-                const CastOptions& opt, cudaStream_t s) {
+void launch_one(const DeviceTensor& in, Code* codes, float* out, const DeviceTensor& dst,
+                const ElementFormat& f, const CastOptions& opt, cudaStream_t s) {
   const SrKey key{opt.seed, opt.stream, opt.index_offset, opt.sr_bits};
+  const size_t n = static_cast<size_t>(in.numel());
   cast_kernel<kOp, Code, kRound><<<cuda::grid_for((n + 3) / 4, kThreads), kThreads, 0, s>>>(
-      in, codes, out, n, f, opt.overflow, key);
+      static_cast<const float*>(in.data), cuda::addressing(in), codes, out, cuda::addressing(dst),
+      f, opt.overflow, key);
 }
 
 // The one dispatch point of the cast family: code width x rounding mode.
 template <Op kOp, class Code>
-void launch_rounding(const float* in, Code* codes, float* out, size_t n, const ElementFormat& f,
-                     const CastOptions& opt, cudaStream_t s) {
+void launch_rounding(const DeviceTensor& in, Code* codes, float* out, const DeviceTensor& dst,
+                     const ElementFormat& f, const CastOptions& opt, cudaStream_t s) {
   switch (opt.round) {
-    case Rounding::rne: return launch_one<kOp, Code, Rounding::rne>(in, codes, out, n, f, opt, s);
-    case Rounding::rna: return launch_one<kOp, Code, Rounding::rna>(in, codes, out, n, f, opt, s);
-    case Rounding::rtz: return launch_one<kOp, Code, Rounding::rtz>(in, codes, out, n, f, opt, s);
-    case Rounding::rup: return launch_one<kOp, Code, Rounding::rup>(in, codes, out, n, f, opt, s);
-    case Rounding::rdn: return launch_one<kOp, Code, Rounding::rdn>(in, codes, out, n, f, opt, s);
-    case Rounding::sr: return launch_one<kOp, Code, Rounding::sr>(in, codes, out, n, f, opt, s);
+    case Rounding::rne: return launch_one<kOp, Code, Rounding::rne>(in, codes, out, dst, f, opt, s);
+    case Rounding::rna: return launch_one<kOp, Code, Rounding::rna>(in, codes, out, dst, f, opt, s);
+    case Rounding::rtz: return launch_one<kOp, Code, Rounding::rtz>(in, codes, out, dst, f, opt, s);
+    case Rounding::rup: return launch_one<kOp, Code, Rounding::rup>(in, codes, out, dst, f, opt, s);
+    case Rounding::rdn: return launch_one<kOp, Code, Rounding::rdn>(in, codes, out, dst, f, opt, s);
+    case Rounding::sr: return launch_one<kOp, Code, Rounding::sr>(in, codes, out, dst, f, opt, s);
   }
   throw std::invalid_argument("lpx::kernels: unknown rounding mode");
 }
 
-void launch_cast(Op op, const float* in, void* codes, float* out, size_t n, const ElementFormat& f,
-                 const CastOptions& opt, void* stream) {
+}  // namespace
+
+void encode(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& opt, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (op == Op::fake_cast)
-    launch_rounding<Op::fake_cast, uint8_t>(in, nullptr, out, n, f, opt, s);
-  else if (f.bits <= 8)
-    launch_rounding<Op::encode, uint8_t>(in, static_cast<uint8_t*>(codes), nullptr, n, f, opt, s);
+  if (out.storage == Storage::code8)
+    launch_rounding<Op::encode, uint8_t>(in, static_cast<uint8_t*>(out.data), nullptr, out,
+                                         out.element, opt, s);
   else
-    launch_rounding<Op::encode, uint16_t>(in, static_cast<uint16_t*>(codes), nullptr, n, f, opt, s);
+    launch_rounding<Op::encode, uint16_t>(in, static_cast<uint16_t*>(out.data), nullptr, out,
+                                          out.element, opt, s);
   cuda::check(cudaGetLastError(), "cast kernel launch");
 }
 
-}  // namespace
-
-namespace launch {
-
-void require_device() {
-  if (!cuda_available()) throw std::runtime_error("no CUDA device found (" + device_description() + ")");
+void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& opt,
+               void* stream) {
+  launch_rounding<Op::fake_cast, uint8_t>(in, nullptr, static_cast<float*>(out.data), out,
+                                          out.element, opt, static_cast<cudaStream_t>(stream));
+  cuda::check(cudaGetLastError(), "cast kernel launch");
 }
 
-void encode(const float* in, void* codes, size_t n, const ElementFormat& f, const CastOptions& opt,
-            void* stream) {
-  launch_cast(Op::encode, in, codes, nullptr, n, f, opt, stream);
-}
-
-void fake_cast(const float* in, float* out, size_t n, const ElementFormat& f,
-               const CastOptions& opt, void* stream) {
-  launch_cast(Op::fake_cast, in, nullptr, out, n, f, opt, stream);
-}
-
-void decode(const void* codes, float* out, size_t n, const ElementFormat& f, void* stream) {
+void decode(const DeviceTensor& in, const DeviceTensor& out, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
+  const size_t n = static_cast<size_t>(in.numel());
   const unsigned grid = cuda::grid_for((n + 3) / 4, kThreads);
-  if (f.bits <= 8)
-    decode_kernel<uint8_t><<<grid, kThreads, 0, s>>>(static_cast<const uint8_t*>(codes), out, n, f);
+  auto* dst = static_cast<float*>(out.data);
+  if (in.storage == Storage::code8)
+    decode_kernel<uint8_t><<<grid, kThreads, 0, s>>>(static_cast<const uint8_t*>(in.data),
+                                                     cuda::addressing(in), dst,
+                                                     cuda::addressing(out), in.element);
   else
-    decode_kernel<uint16_t><<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(codes), out, n, f);
+    decode_kernel<uint16_t><<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(in.data),
+                                                      cuda::addressing(in), dst,
+                                                      cuda::addressing(out), in.element);
   cuda::check(cudaGetLastError(), "decode kernel launch");
 }
 
-void encode_h2h(const float* in, void* codes, size_t n, const ElementFormat& f,
-                const CastOptions& opt) {
-  require_device();
-  const size_t cb = f.bits <= 8 ? 1 : 2;
-  cuda::Buffer d_in(n * sizeof(float)), d_codes(n * cb);
-  cuda::to_device(d_in.get(), in, n * sizeof(float));
-  encode(d_in.get<float>(), d_codes.get(), n, f, opt, nullptr);
-  cuda::to_host(codes, d_codes.get(), n * cb);
-}
-
-void decode_h2h(const void* codes, float* out, size_t n, const ElementFormat& f) {
-  require_device();
-  const size_t cb = f.bits <= 8 ? 1 : 2;
-  cuda::Buffer d_codes(n * cb), d_out(n * sizeof(float));
-  cuda::to_device(d_codes.get(), codes, n * cb);
-  decode(d_codes.get(), d_out.get<float>(), n, f, nullptr);
-  cuda::to_host(out, d_out.get(), n * sizeof(float));
-}
-
-void fake_cast_h2h(const float* in, float* out, size_t n, const ElementFormat& f,
-                   const CastOptions& opt) {
-  require_device();
-  cuda::Buffer d_in(n * sizeof(float)), d_out(n * sizeof(float));
-  cuda::to_device(d_in.get(), in, n * sizeof(float));
-  fake_cast(d_in.get<float>(), d_out.get<float>(), n, f, opt, nullptr);
-  cuda::to_host(out, d_out.get(), n * sizeof(float));
-}
-
-}  // namespace launch
-
-}  // namespace lpx::kernels
+}  // namespace lpx::kernels::module

@@ -1,11 +1,15 @@
-// Internal helpers of the .cu files: error checks, an owning device buffer, launch sizes.
+// Internal helpers of the .cu files: error checks, an owning device buffer, launch sizes,
+// the addressing of a view inside a kernel.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "lpx/kernels/tensor.hpp"
 
 namespace lpx::kernels::cuda {
 
@@ -47,6 +51,24 @@ inline void to_device(void* dst, const void* src, size_t bytes) {
 }
 inline void to_host(void* dst, const void* src, size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy device to host");
+}
+
+// Extents and strides of a DeviceTensor, passed to kernels by value: element (r, c) is at
+// offset(r, c); at(i) is the element of logical row-major index i.
+struct Addressing {
+  size_t rows, cols;
+  int64_t row_stride, col_stride;
+  bool contiguous;
+  __host__ __device__ int64_t offset(size_t r, size_t c) const {
+    return static_cast<int64_t>(r) * row_stride + static_cast<int64_t>(c) * col_stride;
+  }
+  __host__ __device__ int64_t at(size_t i) const {
+    return contiguous ? static_cast<int64_t>(i) : offset(i / cols, i % cols);
+  }
+};
+inline Addressing addressing(const DeviceTensor& t) {
+  return Addressing{static_cast<size_t>(t.rows), static_cast<size_t>(t.cols), t.row_stride,
+                    t.col_stride, t.contiguous()};
 }
 
 // Blocks of `threads` threads for `work` items, capped for grid-stride loops.

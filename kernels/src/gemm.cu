@@ -10,19 +10,25 @@
 // point A/B_SCALE_POINTER at the scale grid copied into the tiled layout of
 // block_scale_tile_offset (gemm.hpp). FP4 data (CUDA_R_4F_E2M1) is two codes per byte,
 // the lower k index in the low nibble.
+//
+// The host side (gemm_api.cpp) checks the operands, chooses the path (GemmPath::automatic
+// never reaches the module) and falls back to the BF16 path when this returns false. The
+// operands are contiguous views: x (m, k) and w (n, k) codes (code8), bfloat16 bits (raw
+// BF16 GEMMs) or FP8 codes with a per-tensor scale in scales.values (raw FP8 GEMMs and the
+// fp8_tensor path); y (m, n) f32 or bf16.
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "cuda_util.cuh"
 #include "launch.hpp"
 #include "lpx/kernels/gemm.hpp"
 
-namespace lpx::kernels {
+namespace lpx::kernels::module {
 
 namespace {
 
@@ -30,16 +36,6 @@ void check_lt(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string("cuBLASLt ") + what + " failed (status " +
                              std::to_string(static_cast<int>(s)) + ")");
-}
-
-cudaDataType_t to_cuda(GemmDtype d) {
-  switch (d) {
-    case GemmDtype::bf16: return CUDA_R_16BF;
-    case GemmDtype::e4m3: return CUDA_R_8F_E4M3;
-    case GemmDtype::e5m2: return CUDA_R_8F_E5M2;
-    case GemmDtype::f32: return CUDA_R_32F;
-  }
-  return CUDA_R_32F;
 }
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
@@ -169,63 +165,73 @@ __global__ void pack_fp4_kernel(const uint8_t* __restrict__ codes, size_t pairs,
     packed[i] = static_cast<uint8_t>((codes[2 * i] & 0xFu) | ((codes[2 * i + 1] & 0xFu) << 4));
 }
 
-cudaDataType_t fp8_type(const ElementFormat& e) {
-  return e.name_view() == fmt8::e5m2.name_view() ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
+// The cuBLASLt type of an operand as stored: bfloat16, or FP8 codes of e4m3fn / e5m2.
+cudaDataType_t operand_type(const DeviceTensor& t) {
+  if (t.storage == Storage::bf16) return CUDA_R_16BF;
+  if (t.storage == Storage::f32) return CUDA_R_32F;
+  return t.element.name_view() == fmt8::e5m2.name_view() ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
 }
 
 // The host-side factor an operand's dequantized BF16 / block-scaled values miss: its
 // tensor scale (two-level, read back from the device) and the 4/3 of the headroom.
-float operand_alpha(const QuantizedOperand& q, cudaStream_t s) {
+float operand_alpha(const DeviceTensor& q, cudaStream_t s) {
   float a = 1.0f;
-  if (q.format.two_level()) {
-    cuda::check(cudaMemcpyAsync(&a, q.tensor_scale, sizeof(float), cudaMemcpyDeviceToHost, s),
+  if (q.scales.present && q.scales.format == ScaleFormat::e4m3) {
+    cuda::check(cudaMemcpyAsync(&a, q.scales.tensor, sizeof(float), cudaMemcpyDeviceToHost, s),
                 "cudaMemcpyAsync tensor scale");
     cuda::check(cudaStreamSynchronize(s), "tensor scale");
   }
-  if (q.headroom_3_4) a = a / 0.75f;
+  if (q.scales.present && q.scales.headroom_3_4) a = a / 0.75f;
   return a;
 }
 
 // The operand's scale grid in the tiled layout, in `buf` (block_scale_tile_bytes).
-void tile_scales(const QuantizedOperand& q, size_t rows, size_t kblocks, uint8_t* buf,
-                 cudaStream_t s) {
+void tile_scales(const DeviceTensor& q, size_t kblocks, uint8_t* buf, cudaStream_t s) {
+  const size_t rows = static_cast<size_t>(q.rows);
   const size_t total = block_scale_tile_bytes(rows, kblocks);
-  tile_scales_kernel<<<cuda::grid_for(total, 256), 256, 0, s>>>(q.scale_codes, rows, kblocks, buf);
+  tile_scales_kernel<<<cuda::grid_for(total, 256), 256, 0, s>>>(q.scales.codes, rows, kblocks, buf);
   cuda::check(cudaGetLastError(), "tile_scales_kernel launch");
 }
 
+LtCall make_call(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y) {
+  LtCall c;
+  c.m = static_cast<size_t>(x.rows);
+  c.n = static_cast<size_t>(w.rows);
+  c.k = static_cast<size_t>(x.cols);
+  c.d = y.data;
+  c.d_type = operand_type(y);
+  return c;
+}
+
 // MXFP8 (VEC32_UE8M0 on FP8 data), NVFP4 (VEC16_UE4M3 on FP4) or MXFP4 (VEC32_UE8M0 on FP4).
-bool run_block_scaled(size_t m, size_t n, size_t k, const QuantizedOperand& x,
-                      const QuantizedOperand& w, void* y, GemmDtype out, cudaStream_t s,
-                      GemmPath path) {
+bool run_block_scaled(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y,
+                      cudaStream_t s, GemmPath path) {
+  LtCall c = make_call(x, w, y);
+  const size_t m = c.m, n = c.n, k = c.k;
   const bool fp4 = path != GemmPath::mxfp8_block_scaled;
   const size_t block = path == GemmPath::nvfp4_block_scaled ? 16 : 32, kb = k / block;
   StreamBuffer sx(block_scale_tile_bytes(m, kb), s), sw(block_scale_tile_bytes(n, kb), s);
-  tile_scales(x, m, kb, sx.get<uint8_t>(), s);
-  tile_scales(w, n, kb, sw.get<uint8_t>(), s);
-  LtCall c;
-  c.m = m;
-  c.n = n;
-  c.k = k;
+  tile_scales(x, kb, sx.get<uint8_t>(), s);
+  tile_scales(w, kb, sw.get<uint8_t>(), s);
   c.block_scaled = true;
   c.a_scale = sw.get();
   c.b_scale = sx.get();
-  c.d = y;
-  c.d_type = to_cuda(out);
   c.alpha = operand_alpha(x, s) * operand_alpha(w, s);
   if (!fp4) {
     c.scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
-    c.a = w.codes;
-    c.a_type = fp8_type(w.format.element);
-    c.b = x.codes;
-    c.b_type = fp8_type(x.format.element);
+    c.a = w.data;
+    c.a_type = operand_type(w);
+    c.b = x.data;
+    c.b_type = operand_type(x);
     return run_lt(c, s);
   }
   c.scale_mode = path == GemmPath::nvfp4_block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3
                                                       : CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
   StreamBuffer px(m * k / 2, s), pw(n * k / 2, s);
-  pack_fp4_kernel<<<cuda::grid_for(m * k / 2, 256), 256, 0, s>>>(x.codes, m * k / 2, px.get<uint8_t>());
-  pack_fp4_kernel<<<cuda::grid_for(n * k / 2, 256), 256, 0, s>>>(w.codes, n * k / 2, pw.get<uint8_t>());
+  pack_fp4_kernel<<<cuda::grid_for(m * k / 2, 256), 256, 0, s>>>(
+      static_cast<const uint8_t*>(x.data), m * k / 2, px.get<uint8_t>());
+  pack_fp4_kernel<<<cuda::grid_for(n * k / 2, 256), 256, 0, s>>>(
+      static_cast<const uint8_t*>(w.data), n * k / 2, pw.get<uint8_t>());
   cuda::check(cudaGetLastError(), "pack_fp4_kernel launch");
   c.a = pw.get();
   c.a_type = CUDA_R_4F_E2M1;
@@ -234,131 +240,53 @@ bool run_block_scaled(size_t m, size_t n, size_t k, const QuantizedOperand& x,
   return run_lt(c, s);
 }
 
-bool run_fp8_tensor(size_t m, size_t n, size_t k, const QuantizedOperand& x,
-                    const QuantizedOperand& w, void* y, GemmDtype out, cudaStream_t s) {
-  LtCall c;
-  c.m = m;
-  c.n = n;
-  c.k = k;
-  c.a = w.codes;
-  c.a_type = fp8_type(w.format.element);
-  c.b = x.codes;
-  c.b_type = fp8_type(x.format.element);
-  c.a_scale = w.scale_values;  // the per-tensor decode scale s_dec
-  c.b_scale = x.scale_values;
+// The operands as stored (BF16, or FP8 with per-tensor decode scales in scales.values).
+bool run_direct(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, cudaStream_t s) {
+  LtCall c = make_call(x, w, y);
+  c.a = w.data;
+  c.a_type = operand_type(w);
+  c.b = x.data;
+  c.b_type = operand_type(x);
+  c.a_scale = w.scales.values;  // the per-tensor decode scale s_dec (null: 1)
+  c.b_scale = x.scales.values;
   c.alpha = operand_alpha(x, s) * operand_alpha(w, s);
-  c.d = y;
-  c.d_type = to_cuda(out);
   return run_lt(c, s);
 }
 
-void run_bf16_fallback(size_t m, size_t n, size_t k, const QuantizedOperand& x,
-                       const QuantizedOperand& w, void* y, GemmDtype out, cudaStream_t s) {
+bool run_bf16_fallback(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y,
+                       cudaStream_t s) {
+  const size_t m = static_cast<size_t>(x.rows), n = static_cast<size_t>(w.rows),
+               k = static_cast<size_t>(x.cols);
   StreamBuffer bx(m * k * 2, s), bw(n * k * 2, s);
-  for (auto [q, rows, buf] : {std::tuple{&x, m, bx.get()}, std::tuple{&w, n, bw.get()}}) {
-    const launch::BlockGeometry g = q->format.block.kind == BlockShape::Kind::tensor
-                                        ? launch::BlockGeometry{rows, k}
-                                        : launch::block_geometry(q->format, 2, "gemm");
+  for (const auto& [q, buf] : {std::pair{&x, bx.get()}, std::pair{&w, bw.get()}}) {
     // Block scale only (no tensor scale, no headroom): exact in BF16 for every MX / NVFP4 /
     // power-of-two format; both factors go into alpha.
-    launch::dequantize(q->codes, q->scale_codes, q->scale_values, nullptr, rows, k, g.br, g.bc,
-                       q->format, false, buf, true, s);
+    DeviceTensor src = *q;
+    src.scales.tensor = nullptr;
+    src.scales.headroom_3_4 = false;
+    dequantize(src, DeviceTensor::bf16_bits(buf, q->rows, q->cols), s);
   }
-  LtCall c;
-  c.m = m;
-  c.n = n;
-  c.k = k;
+  LtCall c = make_call(x, w, y);
   c.a = bw.get();
   c.b = bx.get();
   c.alpha = operand_alpha(x, s) * operand_alpha(w, s);
-  c.d = y;
-  c.d_type = to_cuda(out);
-  if (!run_lt(c, s))
-    throw std::runtime_error("cuBLASLt has no BF16 GEMM algorithm for this shape on this device");
+  return run_lt(c, s);
 }
 
 }  // namespace
 
-namespace launch {
-
-void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand& w, void* y,
-          GemmDtype out_dtype, void* stream) {
-  require_device();
-  LtCall c;
-  c.m = m;
-  c.n = n;
-  c.k = k;
-  c.a = w.data;
-  c.a_type = to_cuda(w.dtype);
-  c.b = x.data;
-  c.b_type = to_cuda(x.dtype);
-  c.a_scale = w.scale;
-  c.b_scale = x.scale;
-  c.d = y;
-  c.d_type = to_cuda(out_dtype);
-  if (!run_lt(c, static_cast<cudaStream_t>(stream)))
-    throw std::runtime_error("cuBLASLt has no algorithm for this GEMM on this device (FP8 needs sm_89+)");
-}
-
-GemmPath gemm_quantized(size_t m, size_t n, size_t k, const QuantizedOperand& x,
-                        const QuantizedOperand& w, void* y, GemmDtype out_dtype, void* stream,
-                        GemmPath path) {
-  require_device();
+bool gemm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, GemmPath path,
+          void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const bool automatic = path == GemmPath::automatic;
-  const GemmPath p = automatic ? choose_gemm_path(x.format, w.format, compute_capability()) : path;
-  bool ran = false;
-  switch (p) {
+  switch (path) {
     case GemmPath::mxfp8_block_scaled:
     case GemmPath::nvfp4_block_scaled:
-    case GemmPath::mxfp4_block_scaled: ran = run_block_scaled(m, n, k, x, w, y, out_dtype, s, p); break;
-    case GemmPath::fp8_tensor: ran = run_fp8_tensor(m, n, k, x, w, y, out_dtype, s); break;
-    default: break;
+    case GemmPath::mxfp4_block_scaled: return run_block_scaled(x, w, y, s, path);
+    case GemmPath::fp8_tensor: return run_direct(x, w, y, s);
+    case GemmPath::bf16_fallback: return run_bf16_fallback(x, w, y, s);
+    case GemmPath::automatic: break;
   }
-  if (ran) return p;
-  if (!automatic && p != GemmPath::bf16_fallback)
-    throw std::runtime_error("lpx::kernels::gemm: cuBLASLt has no algorithm for the " +
-                             std::string(gemm_path_name(p)) + " path on this device");
-  run_bf16_fallback(m, n, k, x, w, y, out_dtype, s);
-  return GemmPath::bf16_fallback;
+  throw std::invalid_argument("lpx::kernels: the module's gemm takes a concrete path");
 }
 
-GemmPath gemm_quantized_h2h(const QuantizedTensor& x, const QuantizedTensor& w, float* y,
-                            GemmPath path) {
-  require_device();
-  const size_t m = static_cast<size_t>(x.shape[0]), n = static_cast<size_t>(w.shape[0]),
-               k = static_cast<size_t>(x.shape[1]);
-  struct Upload {
-    cuda::Buffer codes, sc, sv, ts;
-    QuantizedOperand op;
-  };
-  auto upload = [](const QuantizedTensor& q) {
-    Upload u;
-    u.codes = cuda::Buffer(q.codes.size());
-    cuda::to_device(u.codes.get(), q.codes.data(), q.codes.size());
-    u.sc = cuda::Buffer(q.scale_codes.size());
-    if (!q.scale_codes.empty()) cuda::to_device(u.sc.get(), q.scale_codes.data(), q.scale_codes.size());
-    u.sv = cuda::Buffer(q.scale_values.size() * sizeof(float));
-    if (!q.scale_values.empty())
-      cuda::to_device(u.sv.get(), q.scale_values.data(), q.scale_values.size() * sizeof(float));
-    u.ts = cuda::Buffer(sizeof(float));
-    const float ts = q.tensor_scale.value_or(1.0f);
-    cuda::to_device(u.ts.get(), &ts, sizeof(float));
-    u.op.format = q.format;
-    u.op.codes = u.codes.get<uint8_t>();
-    u.op.scale_codes = u.sc.get<uint8_t>();
-    u.op.scale_values = u.sv.get<float>();
-    u.op.tensor_scale = u.ts.get<float>();
-    u.op.headroom_3_4 = q.headroom_3_4;
-    return u;
-  };
-  const Upload ux = upload(x), uw = upload(w);
-  cuda::Buffer d_y(m * n * sizeof(float));
-  const GemmPath ran = gemm_quantized(m, n, k, ux.op, uw.op, d_y.get(), GemmDtype::f32, nullptr, path);
-  cuda::to_host(y, d_y.get(), m * n * sizeof(float));
-  return ran;
-}
-
-}  // namespace launch
-
-}  // namespace lpx::kernels
+}  // namespace lpx::kernels::module

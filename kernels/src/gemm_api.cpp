@@ -1,11 +1,12 @@
 // Argument checks of gemm() and the quantized-operand GEMM's path choice (every build),
-// then the launchers.
+// then the CUDA module's GEMM on views (gemm.cu), with the BF16 fallback decided here.
 #include <stdexcept>
 #include <string>
 
-#include "launch.hpp"
+#include "backend.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/gemm.hpp"
+#include "lpx/kernels/memory.hpp"
 
 namespace lpx::kernels {
 
@@ -82,6 +83,67 @@ void check_sizes(size_t m, size_t n, size_t k, GemmDtype out) {
         std::to_string(k));
 }
 
+// The view of a raw operand (rows, k): bfloat16 bits, or FP8 codes with their per-tensor
+// decode scale (null: 1).
+DeviceTensor raw_view(const GemmOperand& o, size_t rows, size_t k) {
+  const auto r = static_cast<int64_t>(rows), c = static_cast<int64_t>(k);
+  if (o.dtype == GemmDtype::bf16) return DeviceTensor::bf16_bits(const_cast<void*>(o.data), r, c);
+  DeviceTensor t =
+      DeviceTensor::codes(o.data, r, c, o.dtype == GemmDtype::e5m2 ? fmt8::e5m2 : fmt8::e4m3fn);
+  t.scales.present = true;
+  t.scales.format = ScaleFormat::fp32;
+  t.scales.block_rows = r;
+  t.scales.block_cols = c;
+  t.scales.values = const_cast<float*>(o.scale);
+  return t;
+}
+
+// The view of a quantized operand (rows, k): codes and the scales of its format; a
+// per-tensor block is one (rows, k) box.
+DeviceTensor operand_view(const QuantizedOperand& q, size_t rows, size_t k) {
+  const auto r = static_cast<int64_t>(rows), c = static_cast<int64_t>(k);
+  DeviceTensor t = DeviceTensor::codes(q.codes, r, c, q.format.element);
+  if (q.format.block.kind == BlockShape::Kind::tensor) {
+    t.scales.present = true;
+    t.scales.format = q.format.scale;
+    t.scales.rule = q.format.rule;
+    t.scales.block_rows = r;
+    t.scales.block_cols = c;
+  } else {
+    t.scales = block_scales(q.format, 2, "gemm");
+  }
+  t.scales.codes = const_cast<uint8_t*>(q.scale_codes);
+  t.scales.values = const_cast<float*>(q.scale_values);
+  t.scales.tensor = const_cast<float*>(q.tensor_scale);
+  t.scales.headroom_3_4 = q.headroom_3_4;
+  return t;
+}
+
+DeviceTensor output_view(void* y, size_t m, size_t n, GemmDtype out) {
+  const auto r = static_cast<int64_t>(m), c = static_cast<int64_t>(n);
+  return out == GemmDtype::bf16 ? DeviceTensor::bf16_bits(y, r, c)
+                                : DeviceTensor::values(static_cast<float*>(y), r, c);
+}
+
+// The quantized-operand GEMM on checked arguments: the path (automatic: the first that
+// applies on this device), then the BF16 fallback when cuBLASLt has no algorithm.
+GemmPath run_quantized(size_t m, size_t n, size_t k, const QuantizedOperand& x,
+                       const QuantizedOperand& w, void* y, GemmDtype out_dtype, void* stream,
+                       GemmPath path) {
+  const backend::Table& t = backend::require();
+  const bool automatic = path == GemmPath::automatic;
+  const GemmPath p = automatic ? choose_gemm_path(x.format, w.format, t.compute_capability()) : path;
+  const DeviceTensor xv = operand_view(x, m, k), wv = operand_view(w, n, k),
+                     yv = output_view(y, m, n, out_dtype);
+  if (p != GemmPath::bf16_fallback && t.gemm(xv, wv, yv, p, stream)) return p;
+  if (!automatic && p != GemmPath::bf16_fallback)
+    throw std::runtime_error("lpx::kernels::gemm: cuBLASLt has no algorithm for the " +
+                             std::string(gemm_path_name(p)) + " path on this device");
+  if (!t.gemm(xv, wv, yv, GemmPath::bf16_fallback, stream))
+    throw std::runtime_error("cuBLASLt has no BF16 GEMM algorithm for this shape on this device");
+  return GemmPath::bf16_fallback;
+}
+
 }  // namespace
 
 std::string_view gemm_path_name(GemmPath p) {
@@ -127,7 +189,10 @@ void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand&
                                 std::to_string(k));
   if (both_bf16 && (x.scale || w.scale))
     throw std::invalid_argument("lpx::kernels::gemm: scales apply to FP8 operands only");
-  launch::gemm(m, n, k, x, w, y, out_dtype, stream);
+  // The operands as stored: the module's fp8_tensor path (per-tensor scales where given).
+  if (!backend::require().gemm(raw_view(x, m, k), raw_view(w, n, k), output_view(y, m, n, out_dtype),
+                               GemmPath::fp8_tensor, stream))
+    throw std::runtime_error("cuBLASLt has no algorithm for this GEMM on this device (FP8 needs sm_89+)");
 }
 
 GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const QuantizedOperand& w,
@@ -140,7 +205,7 @@ GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const Qua
   if (!formats_fit(path, x.format, w.format))
     throw std::invalid_argument("lpx::kernels::gemm: the " + std::string(gemm_path_name(path)) +
                                 " path does not take " + x.format.spec() + " x " + w.format.spec());
-  return launch::gemm_quantized(m, n, k, x, w, y, out_dtype, stream, path);
+  return run_quantized(m, n, k, x, w, y, out_dtype, stream, path);
 }
 
 GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span<float> y,
@@ -169,7 +234,36 @@ GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span
   if (!formats_fit(path, x.format, w.format))
     throw std::invalid_argument("lpx::kernels::gemm_host: the " + std::string(gemm_path_name(path)) +
                                 " path does not take " + x.format.spec() + " x " + w.format.spec());
-  return launch::gemm_quantized_h2h(x, w, y.data(), path);
+  backend::require();
+  // Upload both operands (codes, scales, tensor scale), run, copy Y back.
+  struct Upload {
+    DeviceBuffer codes, scale_codes, scale_values, tensor_scale;
+    QuantizedOperand op;
+  };
+  auto upload = [](const QuantizedTensor& q) {
+    Upload u;
+    u.codes.reserve(q.codes.size());
+    copy_to_device(u.codes.get(), q.codes.data(), q.codes.size());
+    u.scale_codes.reserve(q.scale_codes.size());
+    copy_to_device(u.scale_codes.get(), q.scale_codes.data(), q.scale_codes.size());
+    u.scale_values.reserve(q.scale_values.size() * sizeof(float));
+    copy_to_device(u.scale_values.get(), q.scale_values.data(), q.scale_values.size() * sizeof(float));
+    u.tensor_scale.reserve(sizeof(float));
+    const float ts = q.tensor_scale.value_or(1.0f);
+    copy_to_device(u.tensor_scale.get(), &ts, sizeof(float));
+    u.op.format = q.format;
+    u.op.codes = u.codes.get<uint8_t>();
+    u.op.scale_codes = u.scale_codes.get<uint8_t>();
+    u.op.scale_values = u.scale_values.get<float>();
+    u.op.tensor_scale = u.tensor_scale.get<float>();
+    u.op.headroom_3_4 = q.headroom_3_4;
+    return u;
+  };
+  const Upload ux = upload(x), uw = upload(w);
+  DeviceBuffer d_y(m * n * sizeof(float));
+  const GemmPath ran = run_quantized(m, n, k, ux.op, uw.op, d_y.get(), GemmDtype::f32, nullptr, path);
+  copy_to_host(y.data(), d_y.get(), m * n * sizeof(float));
+  return ran;
 }
 
 }  // namespace lpx::kernels

@@ -13,7 +13,8 @@
 // Elsewhere the instruction is compiled out. A probe kernel, built the same way, reports
 // whether the code the driver loaded for this device has it (a device may run plain
 // sm_100 code, which has none of the Blackwell forms); without a loadable image at all
-// the probe's launch fails and the instruction counts as missing.
+// the probe's launch fails and the instruction counts as missing. The inputs and outputs
+// are contiguous views (checked by the host side, hw_cvt_api.cpp).
 #include <cuda_runtime.h>
 
 #include "cuda_util.cuh"
@@ -30,7 +31,7 @@
 #define LPX_HW_RS 1
 #endif
 
-namespace lpx::kernels {
+namespace lpx::kernels::module {
 
 namespace {
 
@@ -181,22 +182,15 @@ bool supported(HwCvt which) {
 
 }  // namespace
 
-namespace launch {
-
-bool hw_cvt_h2h(const float* in, const uint32_t* rbits, uint8_t* out, size_t n, HwCvt which) {
-  require_device();
+bool hw_cvt(const DeviceTensor& in, const uint32_t* rbits, const DeviceTensor& out, HwCvt which) {
   if (!supported(which)) return false;
+  const size_t n = static_cast<size_t>(in.numel());
   const size_t groups = (n + 3) / 4;
-  cuda::Buffer d_in(n * sizeof(float)), d_out(n), d_r(rbits != nullptr ? groups * sizeof(uint32_t) : 0);
-  cuda::to_device(d_in.get(), in, n * sizeof(float));
-  if (rbits != nullptr) cuda::to_device(d_r.get(), rbits, groups * sizeof(uint32_t));
-  hw_cvt_kernel<<<cuda::grid_for(groups, 256), 256>>>(d_in.get<float>(), d_r.get<uint32_t>(),
-                                                      d_out.get<uint8_t>(), n, which);
+  hw_cvt_kernel<<<cuda::grid_for(groups, 256), 256>>>(static_cast<const float*>(in.data), rbits,
+                                                      static_cast<uint8_t*>(out.data), n, which);
   cuda::check(cudaGetLastError(), "hw_cvt_kernel launch");
-  cuda::to_host(out, d_out.get(), n);
+  cuda::check(cudaDeviceSynchronize(), "hw_cvt_kernel");
   return true;
 }
 
-}  // namespace launch
-
-}  // namespace lpx::kernels
+}  // namespace lpx::kernels::module

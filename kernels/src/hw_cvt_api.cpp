@@ -1,12 +1,14 @@
 // Host side of the hardware conversions (hw_cvt.hpp): the table, the SR random-word
-// mapping, argument checks (every build), then the launcher (hw_cvt.cu / no_cuda.cpp).
+// mapping, argument checks (every build), then the CUDA module's launcher (hw_cvt.cu) on
+// views of device copies.
 #include <array>
 #include <stdexcept>
 #include <string>
 
-#include "launch.hpp"
+#include "backend.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/hw_cvt.hpp"
+#include "lpx/kernels/memory.hpp"
 
 namespace lpx::kernels {
 
@@ -66,8 +68,18 @@ bool run(std::span<const float> in, std::span<const uint32_t> rbits, bool with_r
                                 " takes no random bits");
   if (with_rbits) detail::check_sizes((in.size() + 3) / 4, rbits.size(), "hardware_cvt_host: rbits");
   if (in.empty()) return true;
-  return launch::hw_cvt_h2h(in.data(), with_rbits ? rbits.data() : nullptr, out.data(), in.size(),
-                            which);
+  const backend::Table& t = backend::require();
+  const size_t n = in.size();
+  DeviceBuffer d_in(n * sizeof(float)), d_out(n), d_rbits(rbits.size() * sizeof(uint32_t));
+  copy_to_device(d_in.get(), in.data(), n * sizeof(float));
+  copy_to_device(d_rbits.get(), rbits.data(), rbits.size() * sizeof(uint32_t));
+  const auto cols = static_cast<int64_t>(n);
+  if (!t.hw_cvt(DeviceTensor::values(d_in.get<float>(), 1, cols),
+                with_rbits ? d_rbits.get<uint32_t>() : nullptr,
+                DeviceTensor::codes(d_out.get(), 1, cols, info.format), which))
+    return false;
+  copy_to_host(out.data(), d_out.get(), n);
+  return true;
 }
 }  // namespace
 

@@ -1,5 +1,7 @@
-// Block-quantization kernels: x is (rows, cols) row-major; blocks are br x bc boxes; the
-// scale grid is (ceil(rows/br), ceil(cols/bc)). The scale rule, the element cast and the
+// Block-quantization kernels over views (lpx/kernels/tensor.hpp): x is a (rows, cols)
+// float32 view, any strides; blocks are the br x bc boxes of the output view's scales; the
+// scale grid is (ceil(rows/br), ceil(cols/bc)), row-major. Stochastic rounding is keyed by
+// the logical row-major index r * cols + c, whatever the strides. The scale rule, the element cast and the
 // dequantized value are the LPX_HD functions of lpx/formats/block_scale.hpp, the very
 // ones formats/src/quantize.cpp runs on the CPU (one codec, many executions).
 //
@@ -12,8 +14,10 @@
 //                  (decode_scale) and dequant_value; float32 out, or bfloat16 (RNE) for
 //                  the dequantize-then-BF16 GEMM path (gemm.cu).
 // NVFP4's two-level scale needs the tensor amax first: pass 1 reduces the finite amax
-// with atomicMax on float32 bits (bits of non-negative floats order like their values),
-// pass 2 derives s_enc on the device (tensor_encode_scale) and scales and casts.
+// with atomicMax on float32 bits (bits of non-negative floats order like their values)
+// into a device word (the caller's, or one allocated on the stream), pass 2 derives s_enc
+// on the device (tensor_encode_scale) and scales and casts. Nothing synchronizes: the
+// launches are ordered on the stream.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -22,16 +26,18 @@
 #include "launch.hpp"
 #include "lpx/formats/block_scale.hpp"
 
-namespace lpx::kernels {
+namespace lpx::kernels::module {
 
 namespace {
 
 namespace bs = block_scaling;
+using cuda::Addressing;
 
 constexpr unsigned kThreads = 128;
 
 struct Params {
-  const float* x;  // (rows, cols)
+  const float* x;  // (rows, cols) through ax
+  Addressing ax;
   size_t rows, cols, br, bc, grid_cols, nblocks;
   ElementFormat element;
   bs::ScaleParams scale;  // tensor_enc / tensor_dec are set on the device (two-level)
@@ -44,7 +50,7 @@ __device__ inline bs::Amax block_amax(const Params& p, size_t r0, size_t c0) {
   const size_t r1 = min(r0 + p.br, p.rows), c1 = min(c0 + p.bc, p.cols);
   for (size_t r = r0; r < r1; ++r)
     for (size_t c = c0; c < c1; ++c)
-      a.add(float_to_bits(bs::prepare(p.x[r * p.cols + c], p.opt)) & kF32AbsMask);
+      a.add(float_to_bits(bs::prepare(p.x[p.ax.offset(r, c)], p.opt)) & kF32AbsMask);
   return a;
 }
 
@@ -59,8 +65,8 @@ __global__ void tensor_amax_kernel(Params p, uint32_t* amax_bits) {
 // One thread per block. codes (quantize) or out (fake_quantize) is null; scale_codes /
 // scale_values / tensor_scale may be null (not stored).
 __global__ void quantize_kernel(Params p, const uint32_t* tensor_amax_bits, uint8_t* codes,
-                                float* out, uint8_t* scale_codes, float* scale_values,
-                                float* tensor_scale) {
+                                float* out, Addressing aout, uint8_t* scale_codes,
+                                float* scale_values, float* tensor_scale) {
   const bool two_level = p.scale.scale == ScaleFormat::e4m3;
   if (two_level) {
     p.scale.tensor_enc = bs::tensor_encode_scale(bits_to_float(*tensor_amax_bits),
@@ -81,18 +87,20 @@ __global__ void quantize_kernel(Params p, const uint32_t* tensor_amax_bits, uint
     const size_t r1 = min(r0 + p.br, p.rows), c1 = min(c0 + p.bc, p.cols);
     for (size_t r = r0; r < r1; ++r)
       for (size_t c = c0; c < c1; ++c) {
-        const size_t i = r * p.cols + c;
-        const uint32_t code = bs::quantize_element(p.x[i], s, pow2, p.element, p.opt, i).code;
-        if (codes != nullptr) codes[i] = static_cast<uint8_t>(code);
+        const size_t i = r * p.cols + c;  // the logical index (SR key)
+        const uint32_t code =
+            bs::quantize_element(p.x[p.ax.offset(r, c)], s, pow2, p.element, p.opt, i).code;
+        if (codes != nullptr) codes[aout.offset(r, c)] = static_cast<uint8_t>(code);
         else
-          out[i] = bs::dequant_value(code, dec, p.element, two_level, p.scale.tensor_dec,
-                                     p.opt.headroom_3_4);
+          out[aout.offset(r, c)] = bs::dequant_value(code, dec, p.element, two_level,
+                                                     p.scale.tensor_dec, p.opt.headroom_3_4);
       }
   }
 }
 
 struct DequantParams {
-  size_t rows, cols, br, bc, grid_cols;
+  Addressing aq, aout;
+  size_t br, bc, grid_cols;
   ElementFormat element;
   ScaleFormat scale;
   bool headroom;
@@ -109,153 +117,86 @@ __global__ void dequantize_kernel(DequantParams p, const uint8_t* __restrict__ c
   // No tensor scale (the BF16 GEMM path applies it as alpha): the block scale only.
   const float tensor_dec = two_level && tensor_scale != nullptr ? *tensor_scale : 1.0f;
   const bool coded = scale_is_code(p.scale);
-  const size_t n = p.rows * p.cols;
+  const size_t n = p.aq.rows * p.aq.cols;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const size_t r = i / p.cols, c = i % p.cols;
+    const size_t r = i / p.aq.cols, c = i % p.aq.cols;
     const size_t b = (r / p.br) * p.grid_cols + c / p.bc;
     const float dec = coded ? bs::decode_scale(p.scale, scale_codes[b], 0.0f) : scale_values[b];
-    const float v = bs::dequant_value(codes[i], dec, p.element, two_level, tensor_dec, p.headroom);
-    if constexpr (sizeof(Out) == sizeof(float)) out[i] = v;
-    else out[i] = static_cast<Out>(encode(v, bf16, Rounding::rne, Overflow::ieee));
+    const float v = bs::dequant_value(codes[p.aq.offset(r, c)], dec, p.element, two_level,
+                                      tensor_dec, p.headroom);
+    if constexpr (sizeof(Out) == sizeof(float)) out[p.aout.offset(r, c)] = v;
+    else out[p.aout.offset(r, c)] = static_cast<Out>(lpx::encode(v, bf16, Rounding::rne, Overflow::ieee));
   }
 }
 
-Params make_params(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
-                   const BlockFormat& f, const QuantizeOptions& opt) {
+Params make_params(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt) {
   Params p{};
-  p.x = x;
-  p.rows = rows;
-  p.cols = cols;
-  p.br = br;
-  p.bc = bc;
-  p.grid_cols = (cols + bc - 1) / bc;
-  p.nblocks = ((rows + br - 1) / br) * p.grid_cols;
-  p.element = f.element;
-  p.scale.scale = f.scale;
-  p.scale.rule = f.rule;
-  p.scale.lim = bs::limits_of(f.element);
+  p.x = static_cast<const float*>(x.data);
+  p.ax = cuda::addressing(x);
+  p.rows = static_cast<size_t>(x.rows);
+  p.cols = static_cast<size_t>(x.cols);
+  p.br = static_cast<size_t>(out.scales.block_rows);
+  p.bc = static_cast<size_t>(out.scales.block_cols);
+  p.grid_cols = (p.cols + p.bc - 1) / p.bc;
+  p.nblocks = ((p.rows + p.br - 1) / p.br) * p.grid_cols;
+  p.element = out.element;
+  p.scale.scale = out.scales.format;
+  p.scale.rule = out.scales.rule;
+  p.scale.lim = bs::limits_of(out.element);
   p.scale.margin = opt.margin;
   p.opt = opt;
   p.opt.history = nullptr;
   return p;
 }
 
-// quantize (codes != null) or fake_quantize (out != null) on the device.
-void run_quantize(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
-                  const BlockFormat& f, const QuantizeOptions& opt, uint8_t* codes, float* out,
-                  uint8_t* scale_codes, float* scale_values, float* tensor_scale, void* stream) {
-  const auto s = static_cast<cudaStream_t>(stream);
-  const Params p = make_params(x, rows, cols, br, bc, f, opt);
-  const unsigned grid = cuda::grid_for(p.nblocks, kThreads);
-  cuda::Buffer amax(sizeof(uint32_t));
-  if (f.two_level()) {
-    cuda::check(cudaMemsetAsync(amax.get(), 0, sizeof(uint32_t), s), "cudaMemsetAsync");
-    tensor_amax_kernel<<<grid, kThreads, 0, s>>>(p, amax.get<uint32_t>());
-    cuda::check(cudaGetLastError(), "tensor_amax_kernel launch");
-  }
-  quantize_kernel<<<grid, kThreads, 0, s>>>(p, amax.get<uint32_t>(), codes, out, scale_codes,
-                                            scale_values, tensor_scale);
-  cuda::check(cudaGetLastError(), "quantize_kernel launch");
-  // The amax buffer is freed on return: wait for the kernels that read it.
-  cuda::check(cudaStreamSynchronize(s), "quantize kernels");
-}
-
-// Host pointers in and out (codes or out is null): copy in, run_quantize, copy back.
-void run_quantize_h2h(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
-                      const BlockFormat& f, const QuantizeOptions& opt, uint8_t* codes, float* out,
-                      uint8_t* scale_codes, float* scale_values, float* tensor_scale) {
-  launch::require_device();
-  const size_t n = rows * cols;
-  const size_t nb = ((rows + br - 1) / br) * ((cols + bc - 1) / bc);
-  cuda::Buffer d_x(n * sizeof(float)), d_codes(codes != nullptr ? n : 0),
-      d_out(out != nullptr ? n * sizeof(float) : 0), d_sc(nb), d_sv(nb * sizeof(float)),
-      d_ts(sizeof(float));
-  cuda::to_device(d_x.get(), x, n * sizeof(float));
-  run_quantize(d_x.get<float>(), rows, cols, br, bc, f, opt, d_codes.get<uint8_t>(),
-               d_out.get<float>(), d_sc.get<uint8_t>(), d_sv.get<float>(), d_ts.get<float>(),
-               nullptr);
-  if (codes) cuda::to_host(codes, d_codes.get(), n);
-  if (out) cuda::to_host(out, d_out.get(), n * sizeof(float));
-  if (scale_codes) cuda::to_host(scale_codes, d_sc.get(), nb);
-  if (scale_values) cuda::to_host(scale_values, d_sv.get(), nb * sizeof(float));
-  if (tensor_scale) cuda::to_host(tensor_scale, d_ts.get(), sizeof(float));
-}
-
 }  // namespace
 
-namespace launch {
-
-void quantize(const float* x, size_t rows, size_t cols, size_t br, size_t bc, const BlockFormat& f,
-              const QuantizeOptions& opt, uint8_t* codes, uint8_t* scale_codes, float* scale_values,
-              float* tensor_scale, void* stream) {
-  run_quantize(x, rows, cols, br, bc, f, opt, codes, nullptr, scale_codes, scale_values,
-               tensor_scale, stream);
-}
-
-void fake_quantize(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
-                   const BlockFormat& f, const QuantizeOptions& opt, float* out,
-                   uint8_t* scale_codes, float* scale_values, float* tensor_scale, void* stream) {
-  run_quantize(x, rows, cols, br, bc, f, opt, nullptr, out, scale_codes, scale_values,
-               tensor_scale, stream);
-}
-
-void dequantize(const uint8_t* codes, const uint8_t* scale_codes, const float* scale_values,
-                const float* tensor_scale, size_t rows, size_t cols, size_t br, size_t bc,
-                const BlockFormat& f, bool headroom_3_4, void* out, bool out_bf16, void* stream) {
-  DequantParams p{};
-  p.rows = rows;
-  p.cols = cols;
-  p.br = br;
-  p.bc = bc;
-  p.grid_cols = (cols + bc - 1) / bc;
-  p.element = f.element;
-  p.scale = f.scale;
-  p.headroom = headroom_3_4;
-  const unsigned grid = cuda::grid_for(rows * cols, 256);
+void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
+              uint32_t* amax_word, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (out_bf16)
-    dequantize_kernel<<<grid, 256, 0, s>>>(p, codes, scale_codes, scale_values, tensor_scale,
-                                           static_cast<uint16_t*>(out));
+  const Params p = make_params(x, out, opt);
+  const unsigned grid = cuda::grid_for(p.nblocks, kThreads);
+  const bool two_level = out.scales.format == ScaleFormat::e4m3;
+  uint32_t* amax = amax_word;
+  if (two_level) {
+    if (amax == nullptr)
+      cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&amax), sizeof(uint32_t), s),
+                  "cudaMallocAsync");
+    cuda::check(cudaMemsetAsync(amax, 0, sizeof(uint32_t), s), "cudaMemsetAsync");
+    tensor_amax_kernel<<<grid, kThreads, 0, s>>>(p, amax);
+    cuda::check(cudaGetLastError(), "tensor_amax_kernel launch");
+  }
+  const bool fake = out.storage == Storage::f32;
+  quantize_kernel<<<grid, kThreads, 0, s>>>(
+      p, amax, fake ? nullptr : static_cast<uint8_t*>(out.data),
+      fake ? static_cast<float*>(out.data) : nullptr, cuda::addressing(out), out.scales.codes,
+      out.scales.values, out.scales.tensor);
+  const cudaError_t launched = cudaGetLastError();
+  if (two_level && amax_word == nullptr) cudaFreeAsync(amax, s);  // after the kernels, in stream order
+  cuda::check(launched, "quantize_kernel launch");
+}
+
+void dequantize(const DeviceTensor& q, const DeviceTensor& out, void* stream) {
+  DequantParams p{};
+  p.aq = cuda::addressing(q);
+  p.aout = cuda::addressing(out);
+  p.br = static_cast<size_t>(q.scales.block_rows);
+  p.bc = static_cast<size_t>(q.scales.block_cols);
+  p.grid_cols = (p.aq.cols + p.bc - 1) / p.bc;
+  p.element = q.element;
+  p.scale = q.scales.format;
+  p.headroom = q.scales.headroom_3_4;
+  const unsigned grid = cuda::grid_for(static_cast<size_t>(q.numel()), 256);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const auto* codes = static_cast<const uint8_t*>(q.data);
+  if (out.storage == Storage::bf16)
+    dequantize_kernel<<<grid, 256, 0, s>>>(p, codes, q.scales.codes, q.scales.values,
+                                           q.scales.tensor, static_cast<uint16_t*>(out.data));
   else
-    dequantize_kernel<<<grid, 256, 0, s>>>(p, codes, scale_codes, scale_values, tensor_scale,
-                                           static_cast<float*>(out));
+    dequantize_kernel<<<grid, 256, 0, s>>>(p, codes, q.scales.codes, q.scales.values,
+                                           q.scales.tensor, static_cast<float*>(out.data));
   cuda::check(cudaGetLastError(), "dequantize_kernel launch");
 }
 
-void quantize_h2h(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
-                  const BlockFormat& f, const QuantizeOptions& opt, uint8_t* codes,
-                  uint8_t* scale_codes, float* scale_values, float* tensor_scale) {
-  run_quantize_h2h(x, rows, cols, br, bc, f, opt, codes, nullptr, scale_codes, scale_values,
-                   tensor_scale);
-}
-
-void fake_quantize_h2h(const float* x, size_t rows, size_t cols, size_t br, size_t bc,
-                       const BlockFormat& f, const QuantizeOptions& opt, float* out,
-                       uint8_t* scale_codes, float* scale_values, float* tensor_scale) {
-  run_quantize_h2h(x, rows, cols, br, bc, f, opt, nullptr, out, scale_codes, scale_values,
-                   tensor_scale);
-}
-
-void dequantize_h2h(const uint8_t* codes, const uint8_t* scale_codes, const float* scale_values,
-                    const float* tensor_scale, size_t rows, size_t cols, size_t br, size_t bc,
-                    const BlockFormat& f, bool headroom_3_4, float* out) {
-  require_device();
-  const size_t n = rows * cols;
-  const size_t nb = ((rows + br - 1) / br) * ((cols + bc - 1) / bc);
-  const bool coded = f.scale_is_code();
-  cuda::Buffer d_codes(n), d_sc(coded ? nb : 0), d_sv(coded ? 0 : nb * sizeof(float)),
-      d_ts(sizeof(float)), d_out(n * sizeof(float));
-  cuda::to_device(d_codes.get(), codes, n);
-  if (coded) cuda::to_device(d_sc.get(), scale_codes, nb);
-  else cuda::to_device(d_sv.get(), scale_values, nb * sizeof(float));
-  const float one = 1.0f;
-  cuda::to_device(d_ts.get(), tensor_scale != nullptr ? tensor_scale : &one, sizeof(float));
-  dequantize(d_codes.get<uint8_t>(), d_sc.get<uint8_t>(), d_sv.get<float>(), d_ts.get<float>(),
-             rows, cols, br, bc, f, headroom_3_4, d_out.get(), false, nullptr);
-  cuda::to_host(out, d_out.get(), n * sizeof(float));  // synchronizes with the kernel
-}
-
-}  // namespace launch
-
-}  // namespace lpx::kernels
+}  // namespace lpx::kernels::module

@@ -1,10 +1,12 @@
 // Host API of the block-quantization kernels: argument checks (every build), the block
-// geometry, then the launchers (quantize.cu or no_cuda.cpp).
+// geometry (tensor.cpp's block_scales), then the CUDA module's launchers on views; the
+// host-to-host forms copy through device buffers.
 #include <stdexcept>
 #include <string>
 
-#include "launch.hpp"
+#include "backend.hpp"
 #include "lpx/kernels/cast.hpp"
+#include "lpx/kernels/memory.hpp"
 #include "lpx/kernels/quantize.hpp"
 
 namespace lpx::kernels {
@@ -12,15 +14,16 @@ namespace lpx::kernels {
 namespace {
 
 struct Geometry {
-  size_t rows = 1, cols = 0, br = 1, bc = 1;
-  size_t grid_rows() const { return (rows + br - 1) / br; }
-  size_t grid_cols() const { return (cols + bc - 1) / bc; }
-  size_t nblocks() const { return grid_rows() * grid_cols(); }
+  int64_t rows = 1, cols = 0;
+  DeviceScales scales;  // format, rule, block box
+  int64_t grid_rows() const { return scales.grid_rows(rows); }
+  int64_t grid_cols() const { return scales.grid_cols(cols); }
+  size_t nblocks() const { return static_cast<size_t>(grid_rows() * grid_cols()); }
+  size_t numel() const { return static_cast<size_t>(rows * cols); }
 };
 
 Geometry geometry(size_t rows, size_t cols, size_t rank, const BlockFormat& f, const char* what) {
-  const launch::BlockGeometry b = launch::block_geometry(f, rank, what);
-  return Geometry{rows, cols, b.br, b.bc};
+  return Geometry{static_cast<int64_t>(rows), static_cast<int64_t>(cols), block_scales(f, rank, what)};
 }
 
 void check_quantize_options(const QuantizeOptions& opt, const char* what) {
@@ -57,47 +60,96 @@ QuantizedTensor make_result(std::span<const int64_t> shape, const Geometry& g, c
   q.format = f;
   if (f.block.kind == BlockShape::Kind::vector && f.block.axis < 0)
     q.format.block.axis = f.block.axis + static_cast<int>(shape.size());
-  if (shape.size() == 2)
-    q.scale_shape = {static_cast<int64_t>(g.grid_rows()), static_cast<int64_t>(g.grid_cols())};
-  else q.scale_shape = {static_cast<int64_t>(g.grid_cols())};
+  if (shape.size() == 2) q.scale_shape = {g.grid_rows(), g.grid_cols()};
+  else q.scale_shape = {g.grid_cols()};
   q.headroom_3_4 = opt.headroom_3_4;
   if (f.scale_is_code()) q.scale_codes.assign(g.nblocks(), 0);
   else q.scale_values.assign(g.nblocks(), 0.0f);
   return q;
 }
 
-}  // namespace
-
-namespace launch {
-
-BlockGeometry block_geometry(const BlockFormat& f, size_t rank, const char* what) {
-  validate(f);
-  BlockGeometry g;
-  switch (f.block.kind) {
-    case BlockShape::Kind::vector: {
-      const int axis = f.block.axis < 0 ? f.block.axis + static_cast<int>(rank) : f.block.axis;
-      if (axis < 0 || axis >= static_cast<int>(rank))
-        throw std::invalid_argument(std::string("lpx::kernels::") + what + ": block axis " +
-                                    std::to_string(f.block.axis) + " out of range for rank " +
-                                    std::to_string(rank));
-      const size_t len = static_cast<size_t>(f.block.length);
-      if (axis == static_cast<int>(rank) - 1) g.bc = len;
-      else g.br = len;
-      break;
-    }
-    case BlockShape::Kind::tile:
-      g.br = rank == 2 ? static_cast<size_t>(f.block.rows) : 1;
-      g.bc = static_cast<size_t>(f.block.cols);
-      break;
-    default:
-      throw std::invalid_argument(std::string("lpx::kernels::") + what +
-                                  ": per-tensor and per-channel blocks are CPU-only (format " +
-                                  f.spec() + ")");
-  }
-  return g;
+// The views of a quantize / fake_quantize: x on the device, its output, and scales.
+void check_quantize_views(const DeviceTensor& x, const DeviceTensor& out, Storage want,
+                          const char* what) {
+  detail::check_view(x, what);
+  detail::check_view(out, what);
+  detail::check_storage(x, Storage::f32, what);
+  detail::check_storage(out, want, what);
+  detail::check_same_shape(x, out, what);
+  detail::check_format(out.element);
+  if (!out.scales.present)
+    throw std::invalid_argument(std::string("lpx::kernels::") + what +
+                                ": the output view has no block scales (use quantized_view)");
 }
 
-}  // namespace launch
+// Host tensors through device buffers: x up, the module's quantize into codes (code8) or
+// values (f32), everything it stored back.
+void quantize_through_device(std::span<const float> x, const Geometry& g, const BlockFormat& f,
+                             const QuantizeOptions& opt, uint8_t* codes, float* values,
+                             QuantizedTensor& q) {
+  const backend::Table& t = backend::require();
+  const size_t n = g.numel(), nb = g.nblocks();
+  const bool coded = f.scale_is_code();
+  DeviceBuffer d_x(n * sizeof(float)), d_out(codes ? n : n * sizeof(float)),
+      d_scales(coded ? nb : nb * sizeof(float)), d_ts(sizeof(float));
+  copy_to_device(d_x.get(), x.data(), n * sizeof(float));
+  DeviceTensor out = DeviceTensor::values(d_out.get<float>(), g.rows, g.cols);
+  out.storage = codes ? Storage::code8 : Storage::f32;
+  out.element = f.element;
+  out.scales = g.scales;
+  out.scales.codes = coded ? d_scales.get<uint8_t>() : nullptr;
+  out.scales.values = coded ? nullptr : d_scales.get<float>();
+  out.scales.tensor = f.two_level() ? d_ts.get<float>() : nullptr;
+  t.quantize(DeviceTensor::values(d_x.get<float>(), g.rows, g.cols), out, opt, nullptr, nullptr);
+  if (codes) copy_to_host(codes, d_out.get(), n);
+  else copy_to_host(values, d_out.get(), n * sizeof(float));
+  if (coded) copy_to_host(q.scale_codes.data(), d_scales.get(), nb);
+  else copy_to_host(q.scale_values.data(), d_scales.get(), nb * sizeof(float));
+  if (f.two_level()) {
+    float ts = 0;
+    copy_to_host(&ts, d_ts.get(), sizeof(float));
+    q.tensor_scale = ts;
+  }
+}
+
+}  // namespace
+
+// --- Views
+
+void quantize_device(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
+                     void* stream, uint32_t* amax_word) {
+  check_quantize_views(x, out, Storage::code8, "quantize_device");
+  check_quantize_options(opt, "quantize_device");
+  if (x.numel() > 0) backend::require().quantize(x, out, opt, amax_word, stream);
+}
+
+void fake_quantize_device(const DeviceTensor& x, const DeviceTensor& out,
+                          const QuantizeOptions& opt, void* stream, uint32_t* amax_word) {
+  check_quantize_views(x, out, Storage::f32, "fake_quantize_device");
+  check_quantize_options(opt, "fake_quantize_device");
+  if (x.numel() > 0) backend::require().quantize(x, out, opt, amax_word, stream);
+}
+
+void dequantize_device(const DeviceTensor& q, const DeviceTensor& out, void* stream) {
+  const char* what = "dequantize_device";
+  detail::check_view(q, what);
+  detail::check_view(out, what);
+  detail::check_storage(q, Storage::code8, what);
+  if (out.storage != Storage::f32) detail::check_storage(out, Storage::bf16, what);
+  detail::check_same_shape(q, out, what);
+  if (!q.scales.present)
+    throw std::invalid_argument("lpx::kernels::dequantize_device: the codes have no block scales");
+  if (q.numel() > 0) {
+    detail::check_pointer(scale_is_code(q.scales.format) ? static_cast<const void*>(q.scales.codes)
+                                                         : q.scales.values,
+                          1, "dequantize_device: scales");
+    if (q.scales.format == ScaleFormat::e4m3)
+      detail::check_pointer(q.scales.tensor, 1, "dequantize_device: tensor_scale");
+    backend::require().dequantize(q, out, stream);
+  }
+}
+
+// --- Device pointers
 
 void quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat& f,
                      const QuantizeOptions& opt, uint8_t* codes, uint8_t* scale_codes,
@@ -110,9 +162,13 @@ void quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat
   detail::check_pointer(f.scale_is_code() ? static_cast<const void*>(scale_codes) : scale_values, n,
                         "quantize_device: scales");
   if (f.two_level()) detail::check_pointer(tensor_scale, n, "quantize_device: tensor_scale");
-  if (n > 0)
-    launch::quantize(x, g.rows, g.cols, g.br, g.bc, f, opt, codes, scale_codes, scale_values,
-                     tensor_scale, stream);
+  if (n == 0) return;
+  const backend::Table& t = backend::require();
+  t.quantize(DeviceTensor::values(x, g.rows, g.cols),
+             quantized_view(codes, Storage::code8, g.rows, g.cols, f, scale_codes, scale_values,
+                            tensor_scale),
+             opt, nullptr, stream);
+  t.synchronize(stream);
 }
 
 void dequantize_device(const uint8_t* codes, const uint8_t* scale_codes, const float* scale_values,
@@ -125,9 +181,12 @@ void dequantize_device(const uint8_t* codes, const uint8_t* scale_codes, const f
   detail::check_pointer(f.scale_is_code() ? static_cast<const void*>(scale_codes) : scale_values, n,
                         "dequantize_device: scales");
   if (f.two_level()) detail::check_pointer(tensor_scale, n, "dequantize_device: tensor_scale");
-  if (n > 0)
-    launch::dequantize(codes, scale_codes, scale_values, tensor_scale, g.rows, g.cols, g.br, g.bc,
-                       f, headroom_3_4, out, false, stream);
+  if (n == 0) return;
+  backend::require().dequantize(
+      quantized_view(const_cast<uint8_t*>(codes), Storage::code8, g.rows, g.cols, f,
+                     const_cast<uint8_t*>(scale_codes), const_cast<float*>(scale_values),
+                     const_cast<float*>(tensor_scale), headroom_3_4),
+      DeviceTensor::values(out, g.rows, g.cols), stream);
 }
 
 void fake_quantize_device(const float* x, size_t rows, size_t cols, const BlockFormat& f,
@@ -138,10 +197,16 @@ void fake_quantize_device(const float* x, size_t rows, size_t cols, const BlockF
   const size_t n = rows * cols;
   detail::check_pointer(x, n, "fake_quantize_device: input");
   detail::check_pointer(out, n, "fake_quantize_device: output");
-  if (n > 0)
-    launch::fake_quantize(x, g.rows, g.cols, g.br, g.bc, f, opt, out, scale_codes, scale_values,
-                          tensor_scale, stream);
+  if (n == 0) return;
+  const backend::Table& t = backend::require();
+  t.quantize(DeviceTensor::values(x, g.rows, g.cols),
+             quantized_view(out, Storage::f32, g.rows, g.cols, f, scale_codes, scale_values,
+                            tensor_scale),
+             opt, nullptr, stream);
+  t.synchronize(stream);
 }
+
+// --- Host to host
 
 QuantizedTensor quantize_host(std::span<const float> x, std::span<const int64_t> shape,
                               const BlockFormat& f, const QuantizeOptions& opt) {
@@ -150,12 +215,7 @@ QuantizedTensor quantize_host(std::span<const float> x, std::span<const int64_t>
   QuantizedTensor q = make_result(shape, g, f, opt);
   q.codes.assign(x.size(), 0);
   if (x.empty()) return q;
-  const bool coded = f.scale_is_code();
-  float ts = 0;
-  launch::quantize_h2h(x.data(), g.rows, g.cols, g.br, g.bc, f, opt, q.codes.data(),
-                       coded ? q.scale_codes.data() : nullptr, coded ? nullptr : q.scale_values.data(),
-                       f.two_level() ? &ts : nullptr);
-  if (f.two_level()) q.tensor_scale = ts;
+  quantize_through_device(x, g, f, opt, q.codes.data(), nullptr, q);
   return q;
 }
 
@@ -170,10 +230,23 @@ void dequantize_host(const QuantizedTensor& q, std::span<float> out) {
     throw std::invalid_argument(
         "lpx::kernels::dequantize_host: a two-level (e4m3) format needs its tensor scale");
   if (out.empty()) return;
+  const backend::Table& t = backend::require();
+  const size_t n = g.numel(), nb = g.nblocks();
+  DeviceBuffer d_codes(n), d_scales(coded ? nb : nb * sizeof(float)), d_ts(sizeof(float)),
+      d_out(n * sizeof(float));
+  copy_to_device(d_codes.get(), q.codes.data(), n);
+  if (coded) copy_to_device(d_scales.get(), q.scale_codes.data(), nb);
+  else copy_to_device(d_scales.get(), q.scale_values.data(), nb * sizeof(float));
   const float ts = q.tensor_scale.value_or(1.0f);
-  launch::dequantize_h2h(q.codes.data(), coded ? q.scale_codes.data() : nullptr,
-                         coded ? nullptr : q.scale_values.data(), &ts, g.rows, g.cols, g.br, g.bc,
-                         f, q.headroom_3_4, out.data());
+  copy_to_device(d_ts.get(), &ts, sizeof(float));
+  DeviceTensor codes = DeviceTensor::codes(d_codes.get(), g.rows, g.cols, f.element);
+  codes.scales = g.scales;
+  codes.scales.codes = coded ? d_scales.get<uint8_t>() : nullptr;
+  codes.scales.values = coded ? nullptr : d_scales.get<float>();
+  codes.scales.tensor = d_ts.get<float>();
+  codes.scales.headroom_3_4 = q.headroom_3_4;
+  t.dequantize(codes, DeviceTensor::values(d_out.get<float>(), g.rows, g.cols), nullptr);
+  copy_to_host(out.data(), d_out.get(), n * sizeof(float));
 }
 
 QuantizedTensor fake_quantize_host(std::span<const float> x, std::span<const int64_t> shape,
@@ -184,12 +257,7 @@ QuantizedTensor fake_quantize_host(std::span<const float> x, std::span<const int
   detail::check_sizes(x.size(), out.size(), "fake_quantize_host: input vs output");
   QuantizedTensor q = make_result(shape, g, f, opt);
   if (x.empty()) return q;
-  const bool coded = f.scale_is_code();
-  float ts = 0;
-  launch::fake_quantize_h2h(x.data(), g.rows, g.cols, g.br, g.bc, f, opt, out.data(),
-                            coded ? q.scale_codes.data() : nullptr,
-                            coded ? nullptr : q.scale_values.data(), f.two_level() ? &ts : nullptr);
-  if (f.two_level()) q.tensor_scale = ts;
+  quantize_through_device(x, g, f, opt, nullptr, out.data(), q);
   return q;
 }
 

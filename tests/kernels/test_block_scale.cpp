@@ -1,6 +1,6 @@
 // The shared LPX_HD scale rule (lpx/formats/block_scale.hpp) that the CPU quantizer and
 // the CUDA kernels both call: compile-time evaluation (what makes it usable from device
-// code without host-only std:: calls), the RECIPES.md examples, and its limits against
+// code without host-only std:: calls), the examples of docs/formats.md, and its limits against
 // the format library's.
 #include <catch2/catch.hpp>
 
@@ -19,7 +19,7 @@ namespace {
 constexpr bs::ElementLimits kE4m3 = bs::limits_of(fmt8::e4m3fn);
 constexpr bs::ElementLimits kE2m1 = bs::limits_of(fmt4::e2m1);
 
-// RECIPES.md: E4M3 block with amax 460: floor gives scale 1, rceil gives 2. E2M1 with
+// docs/formats.md: E4M3 block with amax 460: floor gives scale 1, rceil gives 2. E2M1 with
 // amax 7: floor gives 1 (7 saturates to 6), rceil gives 2 (3.5 -> 4).
 static_assert(kE4m3.max_elem == 448.0f && kE4m3.emax == 8 && kE4m3.max_sig == 0xE00000u);
 static_assert(bs::scale_exponent(float_to_bits(460.0f), ScaleRule::floor, kE4m3) == 0);

@@ -86,7 +86,7 @@ void run_train_bench(const BenchArgs& a) {
 // measured in the same run, and FP8 vs BF16 GEMM TFLOP/s.
 void run_gpu_bench(const BenchArgs& a) {
   if (!kernels::cuda_available())
-    throw io::DataError("bench --gpu: no CUDA device (" + kernels::device_description() + ")");
+    throw io::DataError("no CUDA device: " + kernels::device_description());
   kernels::GpuBenchOptions opt;
   opt.repetitions = a.reps;
   const auto rows = kernels::run_gpu_benchmarks(opt);

@@ -356,8 +356,8 @@ bool validate_hardware(kernels::HwCvt which, bool equal_slices, uint64_t element
 void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   if (!kernels::cuda_available()) {
     const std::string why = kernels::device_description();
-    if (require_gpu) throw std::runtime_error("validate: no CUDA device found (" + why + ")");
-    std::printf("lpx validate: validated nothing: no CUDA device found (%s)\n", why.c_str());
+    if (require_gpu) throw std::runtime_error("no CUDA device: " + why);
+    std::printf("lpx validate: validated nothing: no CUDA device: %s\n", why.c_str());
     return;
   }
   std::printf("lpx validate on %s\n", kernels::device_description().c_str());

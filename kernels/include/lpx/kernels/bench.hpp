@@ -1,6 +1,6 @@
 // GPU benchmarks of the kernels, for `lpx bench --gpu` and tools/gpu-check.sh. Every
 // bandwidth is also given as a fraction of the device-to-device copy bandwidth measured in
-// the same run (DESIGN.md: ratios measured in the same run, never bare times in tests).
+// the same run (ratios measured in the same run, never bare times: docs/kernels.md).
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// GEMMs through cuBLASLt, in the forward layout of RECIPES.md:
+// GEMMs through cuBLASLt, in the forward layout of docs/recipes.md:
 //   Y (m, n) = X (m, k) · W (n, k)^T          all row-major, Y in bfloat16 or float32,
 // accumulated in float32. Row-major X·Wᵀ is column-major Yᵀ = W·Xᵀ with W transposed and X
 // not: the "TN" layout, the only one the FP8 and block-scaled kernels support, so no

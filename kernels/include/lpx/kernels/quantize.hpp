@@ -1,7 +1,7 @@
 // Block-scaled quantization on the device, bit-identical to lpx::quantize(),
 // lpx::dequantize() and lpx::fake_quantize() (formats/quantize.hpp, the oracle): MX 1x32
 // blocks along rows or columns (OCP MX v1.0, every scale rule), NVFP4 two-level 1x16 and
-// 16x16 (RECIPES.md operation order), DeepSeek-V3 1x128 / 128x128 FP32-scaled tiles, and
+// 16x16 (docs/recipes.md operation order), DeepSeek-V3 1x128 / 128x128 FP32-scaled tiles, and
 // any other 1xN, Nx1 or RxC block of the BlockFormat grammar with e8m0 / pow2 / fp32 /
 // e4m3 scales. The scale rule, the element cast and the dequantized value are the LPX_HD
 // functions of lpx/formats/block_scale.hpp, shared with the CPU library.
@@ -26,8 +26,28 @@
 
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/quantize.hpp"
+#include "lpx/kernels/tensor.hpp"
 
 namespace lpx::kernels {
+
+// --- Device tensor views (tensor.hpp). x is a float32 view of any strides; `out` has x's
+// shape and is made by quantized_view(): its element format and block scales say what to
+// compute and where the scales go (null scale pointers: not stored). Stochastic rounding
+// is keyed by the logical row-major index. Asynchronous on `stream` (nothing is
+// synchronized); amax_word is a device uint32 the two-level (NVFP4) amax pass may use
+// (null: one allocated on the stream), so a caller with its own workspace allocates
+// nothing per call.
+
+// out: codes (Storage::code8).
+void quantize_device(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
+                     void* stream = nullptr, uint32_t* amax_word = nullptr);
+// Fused: out (Storage::f32) = dequantize(quantize(x)), no codes. out may be x's memory.
+void fake_quantize_device(const DeviceTensor& x, const DeviceTensor& out,
+                          const QuantizeOptions& opt, void* stream = nullptr,
+                          uint32_t* amax_word = nullptr);
+// q: codes with their scales (scales.tensor required for e4m3 scales; scales.headroom_3_4
+// applied) -> out float32, or the bfloat16 bits (RNE) of the same values (Storage::bf16).
+void dequantize_device(const DeviceTensor& q, const DeviceTensor& out, void* stream = nullptr);
 
 // --- Device pointers. `stream` is a cudaStream_t (nullptr: the default stream).
 

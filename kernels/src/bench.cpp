@@ -7,64 +7,54 @@
 // and MXFP8 / NVFP4 / MXFP4 quantized operands through gemm(QuantizedOperand) (the path
 // the device takes is named in the row), bf16 output; inputs are zero-filled (the GEMM's
 // speed does not depend on the values).
-#include <cuda_runtime.h>
-
+//
+// Host code: it drives the public device API (the CUDA module's launchers) and times each
+// path with the module's CUDA-event timer (backend.hpp, median_seconds).
 #include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "cuda_util.cuh"
-#include "launch.hpp"
+#include "backend.hpp"
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/element_format.hpp"
 #include "lpx/kernels/bench.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/gemm.hpp"
 #include "lpx/kernels/hadamard.hpp"
+#include "lpx/kernels/memory.hpp"
 #include "lpx/kernels/quantize.hpp"
 
 namespace lpx::kernels {
 
 namespace {
 
-__global__ void fill_kernel(float* x, size_t n) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x)
-    x[i] = static_cast<float>(static_cast<int>(i % 2001) - 1000) * 0.37f;
+// x[i] = ((i % 2001) - 1000) * 0.37 for i < n, filled on the host in chunks and copied up.
+void fill(float* x, size_t n) {
+  const size_t chunk = size_t{1} << 24;
+  std::vector<float> h(std::min(chunk, n));
+  for (size_t first = 0; first < n; first += chunk) {
+    const size_t len = std::min(chunk, n - first);
+    for (size_t j = 0; j < len; ++j)
+      h[j] = static_cast<float>(static_cast<int>((first + j) % 2001) - 1000) * 0.37f;
+    copy_to_device(x + first, h.data(), len * sizeof(float));
+  }
 }
 
 double median_seconds(int reps, const std::function<void()>& run) {
-  cudaEvent_t start, stop;
-  cuda::check(cudaEventCreate(&start), "cudaEventCreate");
-  cuda::check(cudaEventCreate(&stop), "cudaEventCreate");
-  run();  // warm-up
-  cuda::check(cudaDeviceSynchronize(), "warm-up");
-  std::vector<double> t;
-  for (int r = 0; r < std::max(reps, 1); ++r) {
-    cuda::check(cudaEventRecord(start), "cudaEventRecord");
-    run();
-    cuda::check(cudaEventRecord(stop), "cudaEventRecord");
-    cuda::check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    cuda::check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return backend::require().median_seconds(
+      reps, [](void* f) { (*static_cast<const std::function<void()>*>(f))(); },
+      const_cast<std::function<void()>*>(&run));
 }
 
 }  // namespace
 
 std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
-  launch::require_device();
+  backend::require();
   std::vector<GpuBenchRow> rows;
   const size_t n = opt.input_bytes / sizeof(float) / 128 * 128;  // whole Hadamard rows
-  cuda::Buffer in(n * sizeof(float)), out(n * sizeof(float)), codes(n * 2);
-  fill_kernel<<<cuda::grid_for(n, 256), 256>>>(in.get<float>(), n);
-  cuda::check(cudaGetLastError(), "fill");
+  DeviceBuffer in(n * sizeof(float)), out(n * sizeof(float)), codes(n * 2);
+  fill(in.get<float>(), n);
   double copy_gbps = 0;
   auto add = [&](std::string path, size_t bytes, const std::function<void()>& run) {
     GpuBenchRow r;
@@ -76,10 +66,7 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     r.copy_fraction = r.gb_per_s / copy_gbps;
     rows.push_back(r);
   };
-  add("copy d2d", 2 * n * sizeof(float), [&] {
-    cuda::check(cudaMemcpyAsync(out.get(), in.get(), n * sizeof(float), cudaMemcpyDeviceToDevice),
-                "copy");
-  });
+  add("copy d2d", 2 * n * sizeof(float), [&] { copy_on_device(out.get(), in.get(), n * sizeof(float)); });
   struct CastPath {
     const ElementFormat* f;
     Rounding round;
@@ -109,7 +96,7 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     Rounding round;
   };
   const size_t cols = n >= 4096 ? 4096 : n, mrows = n / cols, nq = mrows * cols;
-  cuda::Buffer scales(nq / 16 * sizeof(float) + sizeof(float));
+  DeviceBuffer scales(nq / 16 * sizeof(float) + sizeof(float));
   for (const BlockPath& p : {BlockPath{"mxfp8_e4m3", Rounding::rne}, BlockPath{"mxfp8_e4m3", Rounding::sr},
                              BlockPath{"mxfp4", Rounding::rne}, BlockPath{"mxfp4", Rounding::sr},
                              BlockPath{"nvfp4", Rounding::rne}, BlockPath{"nvfp4", Rounding::sr},
@@ -148,11 +135,11 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
   codes.reset();
 
   for (size_t s : opt.gemm_sizes) {
-    cuda::Buffer x(s * s * 2), w(s * s * 2), y(s * s * 2), scales(2 * sizeof(float));
-    cuda::check(cudaMemset(x.get(), 0, s * s * 2), "memset");
-    cuda::check(cudaMemset(w.get(), 0, s * s * 2), "memset");
+    DeviceBuffer x(s * s * 2), w(s * s * 2), y(s * s * 2), tensor_scales(2 * sizeof(float));
+    fill_device(x.get(), 0, s * s * 2);
+    fill_device(w.get(), 0, s * s * 2);
     const float one[2] = {1.0f, 1.0f};
-    cuda::to_device(scales.get(), one, sizeof(one));
+    copy_to_device(tensor_scales.get(), one, sizeof(one));
     struct Combo {
       const char* name;
       GemmDtype xd, wd;
@@ -161,8 +148,8 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
                            Combo{"e4m3xe4m3", GemmDtype::e4m3, GemmDtype::e4m3},
                            Combo{"e4m3xe5m2", GemmDtype::e4m3, GemmDtype::e5m2}}) {
       const bool fp8 = c.xd != GemmDtype::bf16;
-      const GemmOperand xo{x.get(), c.xd, fp8 ? scales.get<float>() : nullptr};
-      const GemmOperand wo{w.get(), c.wd, fp8 ? scales.get<float>() + 1 : nullptr};
+      const GemmOperand xo{x.get(), c.xd, fp8 ? tensor_scales.get<float>() : nullptr};
+      const GemmOperand wo{w.get(), c.wd, fp8 ? tensor_scales.get<float>() + 1 : nullptr};
       GpuBenchRow r;
       r.path = std::string("gemm ") + c.name + " " + std::to_string(s);
       r.seconds = median_seconds(opt.repetitions,
@@ -174,8 +161,8 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     // Quantized operands through gemm(QuantizedOperand): whichever path this device takes
     // (named in the row), timed whole: scale tiling / FP4 packing or the BF16 dequantize
     // included. Zero codes and scales; NVFP4's tensor scales read 1.
-    cuda::Buffer sc(s * s / 16 * 2);
-    cuda::check(cudaMemset(sc.get(), 0, s * s / 16 * 2), "memset");
+    DeviceBuffer sc(s * s / 16 * 2);
+    fill_device(sc.get(), 0, s * s / 16 * 2);
     for (const char* spec : {"mxfp8_e4m3", "nvfp4", "mxfp4"}) {
       const BlockFormat f = parse_block_format(spec);
       QuantizedOperand xq, wq;
@@ -184,8 +171,8 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
       wq.codes = w.get<uint8_t>();
       xq.scale_codes = sc.get<uint8_t>();
       wq.scale_codes = sc.get<uint8_t>() + s * s / 16;
-      xq.tensor_scale = scales.get<float>();
-      wq.tensor_scale = scales.get<float>() + 1;
+      xq.tensor_scale = tensor_scales.get<float>();
+      wq.tensor_scale = tensor_scales.get<float>() + 1;
       GemmPath path = GemmPath::automatic;
       GpuBenchRow r;
       r.seconds = median_seconds(opt.repetitions, [&] {

@@ -1,0 +1,243 @@
+// A CPU stand-in for the CUDA module (liblpx_cuda_mock.so), for machines without a GPU:
+// it exports the same entry point and table (kernels/src/backend.hpp) with "device"
+// memory in host memory and each launcher a plain loop that mirrors its kernel in
+// kernels/src/*.cu (the same view addressing, block boxes, scale grids, SR keys and LPX_HD
+// functions). tests/CMakeLists.txt runs the kernels tests, `lpx validate` and
+// sim_test_gpu_train with LPX_CUDA_MODULE pointing here, so the loader's success path,
+// every host-side wrapper, the views they build and sim's --device gpu backend are
+// exercised bit for bit in CPU-only CI. What it cannot check is the CUDA code itself.
+// GEMMs: the per-tensor (as stored) and BF16-fallback paths in double; the block-scaled
+// paths report "no algorithm" (as on a device without them). Hardware cvt: not supported.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../../kernels/src/backend.hpp"
+#include "lpx/formats/block_scale.hpp"
+#include "lpx/formats/codec.hpp"
+#include "lpx/numerics/hadamard.hpp"
+#include "lpx/numerics/philox.hpp"
+
+namespace {
+
+using namespace lpx;
+using kernels::DeviceTensor;
+using kernels::Storage;
+using kernels::GemmPath;
+using kernels::HwCvt;
+namespace backend = lpx::kernels::backend;
+namespace bs = lpx::block_scaling;
+
+template <class T>
+T& at(const DeviceTensor& t, int64_t r, int64_t c) {
+  return static_cast<T*>(t.data)[r * t.row_stride + c * t.col_stride];
+}
+uint32_t load_code(const DeviceTensor& t, int64_t r, int64_t c) {
+  return t.storage == Storage::code8 ? at<uint8_t>(t, r, c) : at<uint16_t>(t, r, c);
+}
+void store_code(const DeviceTensor& t, int64_t r, int64_t c, uint32_t code) {
+  if (t.storage == Storage::code8) at<uint8_t>(t, r, c) = static_cast<uint8_t>(code);
+  else at<uint16_t>(t, r, c) = static_cast<uint16_t>(code);
+}
+
+void write(char* out, size_t bytes, const std::string& s) {
+  const size_t n = std::min(bytes - 1, s.size());
+  std::memcpy(out, s.data(), n);
+  out[n] = '\0';
+}
+
+int device_count(char*, size_t) { return 1; }
+void device_name(char* out, size_t bytes) { write(out, bytes, "lpx CPU mock of the CUDA module (sm_90)"); }
+int compute_capability() { return 90; }
+
+void* allocate(size_t bytes) { return bytes ? std::aligned_alloc(256, (bytes + 255) / 256 * 256) : nullptr; }
+void release(void* p) { std::free(p); }
+void copy(void* dst, const void* src, size_t bytes, backend::Copy, void*) { std::memmove(dst, src, bytes); }
+void fill(void* dst, int byte, size_t bytes, void*) { std::memset(dst, byte, bytes); }
+void synchronize(void*) {}
+
+// cast.cu: element i of the logical row-major order, keyed index_offset + i.
+template <class F>
+void for_each(const DeviceTensor& t, F f) {
+  for (int64_t r = 0; r < t.rows; ++r)
+    for (int64_t c = 0; c < t.cols; ++c) f(r, c, static_cast<uint64_t>(r * t.cols + c));
+}
+uint32_t cast_code(float x, const ElementFormat& f, const CastOptions& o, uint64_t i) {
+  const uint32_t r = o.round == Rounding::sr ? random_bits(o.seed, o.stream, o.index_offset + i) : 0u;
+  return lpx::encode(x, f, o.round, o.overflow, r, o.sr_bits);
+}
+void encode(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& o, void*) {
+  for_each(in, [&](int64_t r, int64_t c, uint64_t i) {
+    store_code(out, r, c, cast_code(at<float>(in, r, c), out.element, o, i));
+  });
+}
+void decode(const DeviceTensor& in, const DeviceTensor& out, void*) {
+  for_each(in, [&](int64_t r, int64_t c, uint64_t) {
+    at<float>(out, r, c) = lpx::decode(load_code(in, r, c), in.element);
+  });
+}
+void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& o, void*) {
+  for_each(in, [&](int64_t r, int64_t c, uint64_t i) {
+    at<float>(out, r, c) = lpx::decode(cast_code(at<float>(in, r, c), out.element, o, i), out.element);
+  });
+}
+
+// quantize.cu: one block at a time, the two-level amax first.
+bs::Amax block_amax(const DeviceTensor& x, int64_t r0, int64_t c0, int64_t br, int64_t bc,
+                    const QuantizeOptions& o) {
+  bs::Amax a;
+  for (int64_t r = r0; r < std::min(r0 + br, x.rows); ++r)
+    for (int64_t c = c0; c < std::min(c0 + bc, x.cols); ++c)
+      a.add(float_to_bits(bs::prepare(at<float>(x, r, c), o)) & kF32AbsMask);
+  return a;
+}
+void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
+              uint32_t* amax_word, void*) {
+  const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
+  const int64_t gr = out.scales.grid_rows(x.rows), gc = out.scales.grid_cols(x.cols);
+  bs::ScaleParams p{};
+  p.scale = out.scales.format;
+  p.rule = out.scales.rule;
+  p.lim = bs::limits_of(out.element);
+  p.margin = opt.margin;
+  const bool two_level = p.scale == ScaleFormat::e4m3;
+  if (two_level) {
+    uint32_t amax = 0;
+    for (int64_t b = 0; b < gr * gc; ++b)
+      amax = std::max(amax, block_amax(x, (b / gc) * br, (b % gc) * bc, br, bc, opt).finite);
+    if (amax_word) *amax_word = amax;
+    p.tensor_enc = bs::tensor_encode_scale(bits_to_float(amax), p.lim.max_elem);
+    p.tensor_dec = 1.0f / p.tensor_enc;
+    if (out.scales.tensor) *out.scales.tensor = p.tensor_dec;
+  }
+  const bool pow2 = scale_is_power_of_two(p.scale), coded = scale_is_code(p.scale);
+  for (int64_t b = 0; b < gr * gc; ++b) {
+    const int64_t r0 = (b / gc) * br, c0 = (b % gc) * bc;
+    const bs::BlockScale s = bs::block_scale(block_amax(x, r0, c0, br, bc, opt), p);
+    if (coded && out.scales.codes) out.scales.codes[b] = s.code;
+    if (!coded && out.scales.values) out.scales.values[b] = s.dec;
+    const float dec = bs::stored_dec(s, p.scale);
+    for (int64_t r = r0; r < std::min(r0 + br, x.rows); ++r)
+      for (int64_t c = c0; c < std::min(c0 + bc, x.cols); ++c) {
+        const auto i = static_cast<size_t>(r * x.cols + c);
+        const uint32_t code = bs::quantize_element(at<float>(x, r, c), s, pow2, out.element, opt, i).code;
+        if (out.storage == Storage::code8) at<uint8_t>(out, r, c) = static_cast<uint8_t>(code);
+        else
+          at<float>(out, r, c) =
+              bs::dequant_value(code, dec, out.element, two_level, p.tensor_dec, opt.headroom_3_4);
+      }
+  }
+}
+
+float dequantized(const DeviceTensor& q, int64_t r, int64_t c) {
+  const int64_t b = (r / q.scales.block_rows) * q.scales.grid_cols(q.cols) + c / q.scales.block_cols;
+  const bool two_level = q.scales.format == ScaleFormat::e4m3;
+  const float tensor_dec = two_level && q.scales.tensor ? *q.scales.tensor : 1.0f;
+  const float dec = scale_is_code(q.scales.format)
+                        ? bs::decode_scale(q.scales.format, q.scales.codes[b], 0.0f)
+                        : q.scales.values[b];
+  return bs::dequant_value(at<uint8_t>(q, r, c), dec, q.element, two_level, tensor_dec,
+                           q.scales.headroom_3_4);
+}
+uint16_t to_bf16(float v) {
+  return static_cast<uint16_t>(lpx::encode(v, fmt16::bf16, Rounding::rne, Overflow::ieee));
+}
+void dequantize(const DeviceTensor& q, const DeviceTensor& out, void*) {
+  for_each(q, [&](int64_t r, int64_t c, uint64_t) {
+    const float v = dequantized(q, r, c);
+    if (out.storage == Storage::bf16) at<uint16_t>(out, r, c) = to_bf16(v);
+    else at<float>(out, r, c) = v;
+  });
+}
+
+// hadamard.cu: gather each vector through the strides, hadamard_row, scatter.
+void hadamard(const DeviceTensor& in, const DeviceTensor& out, int axis, int n, const float* signs,
+              uint64_t seed, uint32_t sign_stream, void*) {
+  float s[kMaxHadamardRow], buf[kMaxHadamardRow];
+  for (int j = 0; j < n; ++j)
+    s[j] = signs ? signs[j] : hadamard_sign(seed, sign_stream, static_cast<uint32_t>(j));
+  const int64_t dr = axis == 1 ? 0 : 1, dc = axis == 1 ? 1 : 0;
+  for (int64_t r0 = 0; r0 < in.rows; r0 += axis == 1 ? 1 : n)
+    for (int64_t c0 = 0; c0 < in.cols; c0 += axis == 1 ? n : 1) {
+      for (int i = 0; i < n; ++i) buf[i] = at<float>(in, r0 + i * dr, c0 + i * dc);
+      hadamard_row(buf, buf, n, s);
+      for (int i = 0; i < n; ++i) at<float>(out, r0 + i * dr, c0 + i * dc) = buf[i];
+    }
+}
+
+// gemm.cu's paths in double: fp8_tensor (operands as stored, per-tensor scales) and the
+// BF16 fallback (block scale only, rounded to BF16; tensor scale and headroom as alpha).
+float operand_alpha(const DeviceTensor& q) {
+  float a = 1.0f;
+  if (q.scales.present && q.scales.format == ScaleFormat::e4m3) a = *q.scales.tensor;
+  if (q.scales.present && q.scales.headroom_3_4) a = a / 0.75f;
+  return a;
+}
+bool gemm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, GemmPath path, void*) {
+  if (path != GemmPath::fp8_tensor && path != GemmPath::bf16_fallback) return false;
+  auto value = [path](const DeviceTensor& t, int64_t r, int64_t c) -> double {
+    if (t.storage == Storage::bf16) return lpx::decode(at<uint16_t>(t, r, c), fmt16::bf16);
+    if (path == GemmPath::fp8_tensor)
+      return static_cast<double>(lpx::decode(at<uint8_t>(t, r, c), t.element)) *
+             (t.scales.values ? *t.scales.values : 1.0f);
+    DeviceTensor block_only = t;
+    block_only.scales.tensor = nullptr;
+    block_only.scales.headroom_3_4 = false;
+    return lpx::decode(to_bf16(dequantized(block_only, r, c)), fmt16::bf16);
+  };
+  const double alpha = static_cast<double>(operand_alpha(x) * operand_alpha(w));
+  std::vector<double> xs(static_cast<size_t>(x.numel())), ws(static_cast<size_t>(w.numel()));
+  for_each(x, [&](int64_t r, int64_t c, uint64_t i) { xs[i] = value(x, r, c); });
+  for_each(w, [&](int64_t r, int64_t c, uint64_t i) { ws[i] = value(w, r, c); });
+  const int64_t k = x.cols;
+  for (int64_t i = 0; i < x.rows; ++i)
+    for (int64_t j = 0; j < w.rows; ++j) {
+      double acc = 0;
+      for (int64_t t = 0; t < k; ++t) acc += xs[static_cast<size_t>(i * k + t)] * ws[static_cast<size_t>(j * k + t)];
+      const auto v = static_cast<float>(acc * alpha);
+      if (y.storage == Storage::bf16) at<uint16_t>(y, i, j) = to_bf16(v);
+      else at<float>(y, i, j) = v;
+    }
+  return true;
+}
+
+bool hw_cvt(const DeviceTensor&, const uint32_t*, const DeviceTensor&, HwCvt) { return false; }
+
+void codec_roundtrip(const ElementFormat& f, uint32_t* out) {
+  for (uint32_t code = 0; code <= f.code_mask; ++code) {
+    const float v = lpx::decode(code, f);
+    const uint32_t r = random_bits(0, 0, code);
+    uint32_t back = lpx::encode(v, f, Rounding::rne, Overflow::ieee, r);
+    for (Rounding mode : {Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::sr})
+      if (lpx::encode(v, f, mode, Overflow::ieee, r) != back) back |= 0x80000000u;
+    out[code] = back;
+  }
+}
+
+double median_seconds(int reps, void (*run)(void*), void* context) {
+  run(context);
+  std::vector<double> t;
+  for (int i = 0; i < std::max(reps, 1); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run(context);
+    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+const backend::Table kTable = {
+    backend::layout(), device_count, device_name, compute_capability, allocate, release, copy, fill,
+    synchronize, encode, decode, fake_cast, quantize, dequantize, hadamard, gemm, hw_cvt,
+    codec_roundtrip, median_seconds,
+};
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) const lpx::kernels::backend::Table*
+lpx_cuda_backend(uint32_t abi_version) {
+  return abi_version == lpx::kernels::backend::kAbiVersion ? &kTable : nullptr;
+}
