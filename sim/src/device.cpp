@@ -1,20 +1,25 @@
 // The CUDA backend of the recipe quantizers (device.hpp).
 #include "lpx/sim/device.hpp"
 
-#include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "device_backend.hpp"
+#include "lpx/formats/cast.hpp"
+#include "lpx/formats/quantize.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/device.hpp"
 #include "lpx/kernels/hadamard.hpp"
-#include "lpx/formats/cast.hpp"
-#include "lpx/formats/quantize.hpp"
+#include "lpx/kernels/memory.hpp"
 #include "lpx/kernels/quantize.hpp"
-#include "device_backend.hpp"
+#include "lpx/kernels/tensor.hpp"
+#include "lpx/numerics/hadamard.hpp"
 
 namespace lpx::sim {
 
@@ -45,39 +50,75 @@ void require_device(Device d) {
 
 DeviceCounts device_counts() { return DeviceCounts{g_device_calls.load(), g_fallbacks.load()}; }
 
-#ifdef LPX_SIM_HAVE_RECIPES
 namespace {
 
-// The kernels the device backend calls: the CUDA ones, or (Device::emulated) CPU
-// stand-ins with the same contracts, so the backend's own code runs in CPU-only CI.
+using kernels::DeviceTensor;
+
+// What the backend runs on: a buffer type for its workspace, the two copies, and the three
+// kernels on views of that workspace. CudaKernels is the CUDA module (device memory);
+// EmulatedKernels (Device::emulated) keeps its "device" memory on the host and runs CPU
+// stand-ins with the same contracts, so that the backend's own code (the workspace, the
+// views, the copies, the fallbacks) runs in CPU-only CI.
 struct CudaKernels {
-  static QuantizedTensor quantize(std::span<const float> x, std::span<const int64_t> shape,
-                                  const BlockFormat& f, const QuantizeOptions& opt) {
-    return kernels::quantize_host(x, shape, f, opt);
+  using Buffer = kernels::DeviceBuffer;
+  static void to_device(void* dst, const void* src, size_t bytes) { kernels::copy_to_device(dst, src, bytes); }
+  static void to_host(void* dst, const void* src, size_t bytes) { kernels::copy_to_host(dst, src, bytes); }
+  static void hadamard(const DeviceTensor& t, int axis, int n, const float* signs) {
+    kernels::hadamard_device(t, t, axis, n, signs, 0, 0);
   }
-  static void cast(std::span<const float> in, std::span<float> out, const ElementFormat& f, const CastOptions& opt) {
-    kernels::fake_cast_host(in, out, f, opt);
+  static void fake_quantize(const DeviceTensor& x, const DeviceTensor& out, const BlockFormat&,
+                            const QuantizeOptions& opt, uint32_t* amax_word) {
+    kernels::fake_quantize_device(x, out, opt, nullptr, amax_word);
   }
-  static void hadamard_rows(std::span<const float> in, std::span<float> out, int n, std::span<const float> signs) {
-    kernels::hadamard_host(in, out, n, signs, 0, 0);
-  }
-};
-struct EmulatedKernels {
-  static QuantizedTensor quantize(std::span<const float> x, std::span<const int64_t> shape,
-                                  const BlockFormat& f, const QuantizeOptions& opt) {
-    QuantizedTensor q = lpx::quantize(TensorView<const float>{x, shape}, f, opt);
-    q.amax = 0;  // quantize_host leaves amax and stats 0
-    q.stats = {};
-    return q;
-  }
-  static void cast(std::span<const float> in, std::span<float> out, const ElementFormat& f, const CastOptions& opt) {
-    fake_cast_array(in, out, f, opt);
-  }
-  static void hadamard_rows(std::span<const float> in, std::span<float> out, int n, std::span<const float> signs) {
-    kernels::hadamard_cpu(in, out, n, signs);
+  static void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& opt) {
+    kernels::fake_cast_device(in, out, opt);
   }
 };
 
+struct EmulatedKernels {
+  // Grow-only host memory with DeviceBuffer's interface.
+  class Buffer {
+   public:
+    void reserve(size_t bytes) {
+      if (bytes <= bytes_) return;
+      data_ = std::make_unique<float[]>((bytes + sizeof(float) - 1) / sizeof(float));
+      bytes_ = bytes;
+    }
+    template <class T = void>
+    T* get() const { return reinterpret_cast<T*>(data_.get()); }
+
+   private:
+    std::unique_ptr<float[]> data_;
+    size_t bytes_ = 0;
+  };
+  static void to_device(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+  static void to_host(void* dst, const void* src, size_t bytes) { std::memcpy(dst, src, bytes); }
+  static std::span<float> span_of(const DeviceTensor& t) {
+    return {static_cast<float*>(t.data), static_cast<size_t>(t.numel())};
+  }
+  static void hadamard(const DeviceTensor& t, int axis, int n, const float* signs) {
+    hadamard_blocks(static_cast<float*>(t.data), t.rows, t.cols, axis, n,
+                    std::span<const float>(signs, static_cast<size_t>(n)));
+  }
+  static void fake_quantize(const DeviceTensor& x, const DeviceTensor& out, const BlockFormat& f,
+                            const QuantizeOptions& opt, uint32_t*) {
+    const int64_t shape[2] = {x.rows, x.cols};
+    fake_quantize_values(TensorView<const float>{span_of(x), std::span<const int64_t>(shape, 2)},
+                         span_of(out), f, opt);
+  }
+  static void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& opt) {
+    fake_cast_array(span_of(in), span_of(out), out.element, opt);
+  }
+};
+
+// The OperandBackend of Device::gpu (K = CudaKernels) and Device::emulated. Each call
+// copies the operand's values up into a grow-only workspace, runs one kernel on views of
+// it and copies the values back; nothing else crosses (no codes, no scales: the fused
+// fake_quantize writes the dequantized values directly). Workspace, per call of `count`
+// elements: [0, count) the input (the Hadamard transform runs in place there),
+// [count, 2 count) the output, then kMaxHadamardRow signs and the two-level amax word.
+// It grows to the largest operand and is never freed before the backend; a mutex
+// serializes the calls (the quantizer may run roles concurrently).
 template <class K>
 class DeviceOperandBackend final : public OperandBackend {
  public:
@@ -86,41 +127,91 @@ class DeviceOperandBackend final : public OperandBackend {
     const auto count = static_cast<size_t>(rows * cols);
     if (count == 0) return;
     ++g_device_calls;
-    std::vector<float> in(count), out(count);
-    if (axis == 1) {  // rows of length n along the last axis, as the kernel wants them
-      std::copy(data, data + count, in.begin());
-      K::hadamard_rows(in, std::span<float>(data, count), n, signs);
-      return;
+    std::vector<float> ones;
+    if (signs.empty()) {  // hadamard_blocks' "all +1" (the kernel's null is Philox signs)
+      ones.assign(static_cast<size_t>(n), 1.0f);
+      signs = ones;
     }
-    // along axis 0: transpose to (cols, rows), transform, transpose back
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) in[static_cast<size_t>(j * rows + i)] = data[i * cols + j];
-    K::hadamard_rows(in, out, n, signs);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < cols; ++j) data[i * cols + j] = out[static_cast<size_t>(j * rows + i)];
+    if (signs.size() != static_cast<size_t>(n) || n > kMaxHadamardRow)
+      throw std::invalid_argument(fmt::format("hadamard: {} signs for size {}", signs.size(), n));
+    const std::lock_guard<std::mutex> lock(mutex_);
+    float* d = reserve(count);
+    K::to_device(d, data, count * sizeof(float));
+    K::to_device(signs_slot(count), signs.data(), signs.size() * sizeof(float));
+    K::hadamard(DeviceTensor::values(d, rows, cols), axis, n, signs_slot(count));
+    K::to_host(data, d, count * sizeof(float));
   }
 
   QuantizedTensor fake_quantize(TensorView<const float> v, std::span<float> out, const BlockFormat& f,
                                 const QuantizeOptions& opt) override {
-    const bool device_format = (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::tile) &&
-                               opt.history == nullptr && v.shape.size() <= 2;
+    const bool device_format =
+        (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::tile) &&
+        opt.history == nullptr && !opt.whole_tensor_amax && (v.shape.size() == 1 || v.shape.size() == 2);
     if (!device_format) {
       ++g_fallbacks;
       return fake_quantize_values(v, out, f, opt);
     }
     ++g_device_calls;
-    QuantizedTensor q = K::quantize(v.data, v.shape, f, opt);
-    dequantize(q, out);
-    q.stats.saturated = -1;  // the device does not count them
+    const int64_t rows = v.shape.size() == 2 ? v.shape[0] : 1, cols = v.shape.back();
+    DeviceTensor y = DeviceTensor::values(static_cast<float*>(nullptr), rows, cols).with_format(f.element);
+    y.scales = kernels::block_scales(f, v.shape.size(), "fake_quantize");  // checks f
+    y.scales.headroom_3_4 = opt.headroom_3_4;
+    // What the quantizer reads back: shape, format, no scales; amax 0 (delayed scaling,
+    // which needs it, runs on the CPU) and the two statistics the device does not count.
+    QuantizedTensor q;
+    q.shape.assign(v.shape.begin(), v.shape.end());
+    q.format = f;
+    if (f.block.kind == BlockShape::Kind::vector && f.block.axis < 0)
+      q.format.block.axis = f.block.axis + static_cast<int>(v.shape.size());
+    q.scale_shape = scale_grid_shape(v.shape, f);
+    q.headroom_3_4 = opt.headroom_3_4;
+    q.stats.saturated = -1;
     q.stats.clamped_scales = -1;
+    const size_t count = v.data.size();
+    if (count != out.size() || count != static_cast<size_t>(rows * cols))
+      throw std::invalid_argument(fmt::format("fake_quantize: {} values, {} outputs, shape {} x {}",
+                                              count, out.size(), rows, cols));
+    if (count == 0) return q;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    float* d = reserve(count);
+    K::to_device(d, v.data.data(), count * sizeof(float));
+    y.data = d + count;
+    K::fake_quantize(DeviceTensor::values(d, rows, cols), y, f, opt, amax_slot(count));
+    K::to_host(out.data(), d + count, count * sizeof(float));
     return q;
   }
 
   void fake_cast(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                  const CastOptions& opt) override {
     ++g_device_calls;
-    K::cast(in, out, f, opt);
+    const size_t count = in.size();
+    if (count != out.size())
+      throw std::invalid_argument(fmt::format("fake_cast: {} values, {} outputs", count, out.size()));
+    if (count == 0) return;
+    const std::lock_guard<std::mutex> lock(mutex_);
+    float* d = reserve(count);
+    K::to_device(d, in.data(), count * sizeof(float));
+    const auto n = static_cast<int64_t>(count);
+    K::fake_cast(DeviceTensor::values(d, 1, n), DeviceTensor::values(d + count, 1, n).with_format(f), opt);
+    K::to_host(out.data(), d + count, count * sizeof(float));
   }
+
+ private:
+  static constexpr size_t kGrain = size_t{1} << 20;  // grow in whole MiB
+
+  // The workspace for `count` elements (layout above), grown when needed.
+  float* reserve(size_t count) {
+    const size_t bytes = (2 * count + kMaxHadamardRow + 1) * sizeof(float);
+    workspace_.reserve((bytes + kGrain - 1) / kGrain * kGrain);
+    return workspace_.template get<float>();
+  }
+  float* signs_slot(size_t count) { return workspace_.template get<float>() + 2 * count; }
+  uint32_t* amax_slot(size_t count) {
+    return reinterpret_cast<uint32_t*>(workspace_.template get<float>() + 2 * count + kMaxHadamardRow);
+  }
+
+  std::mutex mutex_;
+  typename K::Buffer workspace_;
 };
 
 }  // namespace
@@ -134,6 +225,5 @@ std::shared_ptr<OperandBackend> make_operand_backend(Device d) {
   }
   return nullptr;
 }
-#endif
 
 }  // namespace lpx::sim

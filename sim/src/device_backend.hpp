@@ -3,13 +3,11 @@
 
 #include <memory>
 
+#include "lpx/recipes/operand.hpp"
 #include "lpx/sim/device.hpp"
 
-#ifdef LPX_SIM_HAVE_RECIPES
-#include "lpx/recipes/operand.hpp"
-
 namespace lpx::sim {
-// Throws like require_device. The backend is stateless; layers may share it.
+// Throws like require_device. The backend keeps one grow-only device workspace behind a
+// mutex (device.cpp); layers may share it.
 std::shared_ptr<OperandBackend> make_operand_backend(Device d);
 }  // namespace lpx::sim
-#endif

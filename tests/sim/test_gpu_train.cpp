@@ -62,7 +62,9 @@ TEST_CASE("--device gpu gives the CPU's loss array bit for bit", "[gpu]") {
 }
 
 TEST_CASE("the device backend's own code, on CPU stand-ins for the kernels, gives the CPU's losses", "[gpu]") {
-  // Runs everywhere: axis-0 Hadamard transposes, the CPU dequantize of codes and scales,
-  // the per-tensor fallbacks and the "not counted" statistics of the gpu path.
+  // Runs everywhere: the backend's workspace, views and copies, the Hadamard transform
+  // along either axis, the per-tensor fallbacks and the "not counted" statistics of the
+  // gpu path. (The gpu case itself runs in CI against the CPU mock of the CUDA module:
+  // sim_test_gpu_train_mock_module, docs/kernels.md.)
   check_same_losses_as_cpu("emulated");
 }

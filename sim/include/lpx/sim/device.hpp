@@ -1,15 +1,18 @@
 // Where the simulator runs its recipe quantizers: the CPU (the reference), or the CUDA
 // device for `lpx train --device gpu`.
 //
-// With Device::gpu every layer's OperandQuantizer (recipes/operand.hpp) runs its kernels
-// through kernels/' host API, and everything else (GEMMs, layers, optimizer) stays on the
-// CPU:
-//   block quantization  kernels::quantize_host (codes and scales bit-identical to
-//                       lpx::quantize), dequantized on the CPU with lpx::dequantize
-//   element casts       kernels::fake_cast_host (bf16 operands, SR keyed as on the CPU)
-//   Hadamard transform  kernels::hadamard_host along rows; for a transform along axis 0 the
-//                       operand is transposed first and back after (each vector's
-//                       arithmetic is the same either way)
+// With Device::gpu every layer's OperandQuantizer (recipes/operand.hpp) runs its three
+// kernels through kernels/' device tensor views (docs/kernels.md), and everything else
+// (GEMMs, layers, optimizer, statistics) stays on the CPU. One backend, shared by every
+// layer, keeps a grow-only device workspace (allocated once per size reached, never per
+// call); each call copies the operand's values up, runs one kernel, and copies the values
+// back, nothing else:
+//   block quantization  kernels::fake_quantize_device, fused (no codes, no scales leave
+//                       the device), bit-identical to lpx::fake_quantize_values
+//   element casts       kernels::fake_cast_device (bf16 operands, SR keyed as on the CPU)
+//   Hadamard transform  kernels::hadamard_device along the reduction axis, 0 or 1, in
+//                       place: the kernel reads columns through the view's strides, the
+//                       host never transposes
 // Fallbacks to the CPU, for what the device does not implement (kernels/quantize.hpp):
 // per-tensor and per-channel blocks (fp8-current, fp8-delayed, bitnet's per-token int8)
 // and delayed scaling's amax history; the ternary absmean quantizer (CPU only). The
@@ -24,9 +27,9 @@
 
 namespace lpx::sim {
 
-// emulated: for tests without a GPU, the gpu backend's own code (transposes, fallbacks,
-// CPU dequantize of codes and scales) with CPU stand-ins for the three kernel calls
-// (lpx::quantize, fake_cast_array, kernels::hadamard_cpu). Not offered by the CLI.
+// emulated: for tests without a GPU, the gpu backend's own code (workspace, views, copies,
+// fallbacks) with host memory for device memory and CPU stand-ins for the three kernels
+// (lpx::fake_quantize_values, fake_cast_array, hadamard_blocks). Not offered by the CLI.
 enum class Device : uint8_t { cpu, gpu, emulated };
 std::string_view device_name(Device d);   // "cpu" | "gpu" | "emulated"
 Device device_by_name(std::string_view);  // throws std::invalid_argument naming cpu and gpu
