@@ -1,8 +1,9 @@
 // Random Hadamard transform kernel over views: blocks of n (16, 32, 64 or 128) consecutive
 // elements along one axis of a (rows, cols) tensor, the vectors numerics' hadamard_blocks
 // transforms. One thread per vector gathers it through the view's strides (along axis 0:
-// consecutive threads take consecutive columns, so the loads coalesce), runs the LPX_HD
-// reference hadamard_row (numerics/hadamard.hpp) on it and scatters the result, so the
+// consecutive threads take consecutive columns, so the loads coalesce; a run with unit
+// column stride along axis 1 is transformed where it lies), runs the LPX_HD reference
+// hadamard_row (numerics/hadamard.hpp) on it and scatters the result, so the
 // device result equals the CPU's bit for bit along either axis and the host never
 // transposes. The block first stages the n signs (given, or Philox signs of
 // (seed, stream)) in shared memory. in and out may be the same memory (each thread reads
@@ -35,6 +36,10 @@ __global__ void hadamard_kernel(const float* in, cuda::Addressing ain, float* ou
        v += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const size_t r0 = axis == 1 ? v / per_line : (v / per_line) * un;
     const size_t c0 = axis == 1 ? (v % per_line) * un : v % per_line;
+    if (axis == 1 && ain.col_stride == 1 && aout.col_stride == 1) {  // a contiguous run
+      hadamard_row(in + ain.offset(r0, c0), out + aout.offset(r0, c0), n, s);
+      continue;
+    }
     const size_t dr = axis == 1 ? 0 : 1, dc = axis == 1 ? 1 : 0;
     float buf[kMaxHadamardRow];
     for (size_t i = 0; i < un; ++i) buf[i] = in[ain.offset(r0 + i * dr, c0 + i * dc)];
