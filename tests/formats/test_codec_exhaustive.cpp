@@ -1,8 +1,8 @@
 // Exhaustive tests of the scalar element codec (formats/codec.hpp) over every code of
 // every named format and of a set of generic eXmY formats: decode then encode returns
 // the code, NaN codes re-encode to the canonical NaN, -0 per format. The limits of each
-// format and the ml_dtypes / CUDA cast conventions of ../shared/RECIPES.md are pinned
-// as literal spec values (lesson 4 of STYLE.md), so a wrong descriptor cannot pass by
+// format and the ml_dtypes / CUDA cast conventions (docs/formats.md#reference-conventions) are pinned
+// as literal spec values, so a wrong descriptor cannot pass by
 // agreeing with itself.
 #include <catch2/catch.hpp>
 
@@ -190,7 +190,7 @@ TEST_CASE("limits are the spec values", "[codec][exhaustive]") {
   CHECK(lpx::max_finite(lpx::fmtint::uint8) == 255);
   CHECK(lpx::max_finite(lpx::fmtint::mxint8) == 127.0 / 64);
   CHECK(lpx::encode(-100.0f, lpx::fmtint::mxint8, Rounding::rne, Overflow::ieee) == 0x81u);
-  // The whole FP4 value set (RECIPES.md): +-{0, .5, 1, 1.5, 2, 3, 4, 6}.
+  // The whole FP4 value set (OCP MX v1.0): +-{0, .5, 1, 1.5, 2, 3, 4, 6}.
   const float e2m1[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
   for (uint32_t c = 0; c < 16; ++c)
     CHECK(lpx::decode(c, lpx::fmt4::e2m1) == (c & 8 ? -e2m1[c & 7] : e2m1[c & 7]));
@@ -202,7 +202,7 @@ TEST_CASE("limits are the spec values", "[codec][exhaustive]") {
   CHECK(enc(kNaN, "float8_e3m4") == 0x78u);
 }
 
-TEST_CASE("ml_dtypes default-cast conventions (RECIPES.md)", "[codec][exhaustive]") {
+TEST_CASE("ml_dtypes default-cast conventions (docs/formats.md)", "[codec][exhaustive]") {
   // float8_e4m3fn: 464 is the tie 448/480 -> 448; above it NaN, sign kept.
   CHECK(enc(464.0f, "float8_e4m3fn") == 0x7Eu);
   CHECK(enc(464.0001f, "float8_e4m3fn") == 0x7Fu);

@@ -150,7 +150,7 @@ bool rounds_up(const Reference& r, size_t i, double a, bool neg, const Mode& mod
       if (a != mid) return a > mid;
       // Tie: the even significand. For M >= 1 that is the even magnitude code; for M = 0
       // formats the only digit is the implicit 1 (odd) except at zero, so ties go up
-      // (RECIPES.md: e8m0's tie 1.5*2^k goes up) except the tie with zero (even).
+      // (docs/formats.md#e8m0: e8m0's tie 1.5*2^k goes up) except the tie with zero (even).
       if (!r.m0 || r.f.is_integer) return (r.grid_code[i] & 1) != 0;
       return i != 0;
     }

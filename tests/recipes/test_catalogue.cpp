@@ -1,5 +1,5 @@
 // The compiled-in catalogue: every recipe parses, round-trips through its canonical JSON,
-// and says what RECIPES.md says.
+// and says what its source says (docs/recipes.md#catalogue).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -19,7 +19,7 @@ bool rht(const RoleSpec& r, int size, Transform::Signs signs) {
 }
 }  // namespace
 
-TEST_CASE("catalogue: the names of RECIPES.md, each parses and round-trips", "[recipes]") {
+TEST_CASE("catalogue: the names of docs/recipes.md, each parses and round-trips", "[recipes]") {
   const auto names = recipe_names();
   const std::vector<std::string_view> want = {"fp32",         "bf16",   "fp8-delayed",  "fp8-current",
                                               "fp8-blockwise", "mxfp8", "mxfp6",        "mxfp4-rne",

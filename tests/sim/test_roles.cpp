@@ -1,8 +1,8 @@
 // Did each catalogue recipe quantize the right operands the right way? Two independent
 // checks:
 //  1. The run log's /quant/applied (what the quantizer that ran reports, runlog/schema.hpp)
-//     against expectations written here from RECIPES.md's catalogue table, not from the
-//     recipe JSON files: element format, block shape along the reduction axis, scale
+//     against expectations written here from the papers' recipes (the catalogue table of
+//     docs/recipes.md), not from the recipe JSON files: element format, block shape along the reduction axis, scale
 //     format and rule, rounding and transform per GEMM role, and which layers stay in
 //     high precision.
 //  2. The operands the GEMMs really multiplied, captured through QuantGemms'
@@ -76,7 +76,7 @@ struct RecipeExpect {
   Expect kept = kBf16;   // what kept layers' operands become
 };
 
-// From RECIPES.md's catalogue table (and the list for bf16, mxfp4-rne and the
+// From the catalogue table of docs/recipes.md (and the list for bf16, mxfp4-rne and the
 // sub-4-bit recipe). "kept" columns: fp8-*: everything but linear GEMMs; fp8-blockwise:
 // head and attention; mxfp8: attention BMMs and LM head; nvfp4: first 2 and last 8 of the
 // blocks, head, attention; mxfp6, mxfp4-*, quartet: nothing listed.

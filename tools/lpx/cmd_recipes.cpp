@@ -41,7 +41,7 @@ struct RecipesArgs {
 };
 
 const bool registered = register_command(80, [](CLI::App& app) {
-  auto* cmd = app.add_subcommand("recipes", "The recipe catalogue (RECIPES.md); show or check a recipe");
+  auto* cmd = app.add_subcommand("recipes", "The recipe catalogue (docs/recipes.md); show or check a recipe");
   auto args = std::make_shared<RecipesArgs>();
   auto* show = cmd->add_subcommand("show", "Print a recipe (catalogue NAME or a .json FILE) as canonical JSON");
   show->add_option("recipe", args->target, "catalogue name or recipe file")->required();

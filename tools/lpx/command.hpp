@@ -1,7 +1,7 @@
 // The `lpx` command line: each subcommand lives in its own cmd_*.cpp and registers
 // itself here at static-initialisation time, so adding one touches no shared file.
 //
-// Error contract (DESIGN.md): one line on stderr and a non-zero exit, never a crash or a
+// Error contract (docs/architecture.md#contracts-every-command-keeps): one line on stderr and a non-zero exit, never a crash or a
 // half-written file. Usage errors (bad options, unknown format names, conflicting
 // options) exit 2 via UsageError/CLI11; bad data (unreadable or malformed files,
 // sizes that do not fit) exits 1 via lpx::io::DataError or any other std::exception.

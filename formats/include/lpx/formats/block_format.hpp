@@ -1,7 +1,7 @@
 // Block (scaled) formats: an element format + a block shape + a scale format + a scale
 // rule. MXFP8/6/4 and MXINT8 (OCP Microscaling Formats v1.0), NVFP4 (NVIDIA 2025), per-
 // tensor FP8 (current and delayed scaling), DeepSeek-V3's 1x128 / 128x128 FP32-scaled
-// blocks and 2-D 16x16 tiles are all values of one descriptor (lesson 1 of STYLE.md):
+// blocks and 2-D 16x16 tiles are all values of one descriptor (docs/formats.md#block-formats):
 // block size, axis and rule are parameters, never new code paths.
 //
 // Spec grammar (parse_block_format; names are case-sensitive, parts separated by ':'):

@@ -1,7 +1,7 @@
-// The block-scale rule, written once for every executor (DESIGN.md: one codec, many
+// The block-scale rule, written once for every executor (docs/architecture.md: one codec, many
 // executions). quantize.cpp's scalar reference, its SIMD kernels (through
 // quantize_internal.hpp) and the CUDA kernels (kernels/src/quantize.cu) all call these
-// LPX_HD functions; the semantics are documented in quantize.hpp and RECIPES.md.
+// LPX_HD functions; the semantics are documented in quantize.hpp and docs/formats.md.
 //
 // Per block: amax over the prepared inputs (Amax) -> block_scale() -> for every element
 // quantize_element() (prepare, scale, lpx::encode) -> dequant_value() (lpx::decode, the
@@ -114,7 +114,7 @@ LPX_HD constexpr ElementLimits limits_of(const ElementFormat& e) {
 }
 
 // The unclamped scale exponent X of a block with finite amax > 0 (amax_bits = its bits),
-// from float32 bits with exact integer arithmetic (block_format.hpp, RECIPES.md).
+// from float32 bits with exact integer arithmetic (block_format.hpp, docs/formats.md#scale-rules).
 LPX_HD constexpr int scale_exponent(uint32_t amax_bits, ScaleRule rule, const ElementLimits& l) {
   const int e = floor_log2_bits(amax_bits);
   switch (rule) {
@@ -199,7 +199,7 @@ struct BlockScale {
 };
 
 
-// NVFP4's tensor encode scale (RECIPES.md): s_enc = (max_elem * 448) / amax_t over finite
+// NVFP4's tensor encode scale (docs/formats.md#nvfp4): s_enc = (max_elem * 448) / amax_t over finite
 // values, capped at FLT_MAX, 1 when amax_t is 0. The decode scale is 1 / s_enc.
 LPX_HD constexpr float tensor_encode_scale(float amax_t, float max_elem) {
   if (!(amax_t > 0.0f)) return 1.0f;
@@ -250,7 +250,7 @@ LPX_HD inline BlockScale block_scale(const Amax& a, const ScaleParams& p) {
       break;
     }
     case ScaleFormat::e4m3: {
-      // NVFP4 (RECIPES.md): s_dec_b = e4m3_rne_satfinite(amax_b * s_enc / max_elem), left to
+      // NVFP4 (docs/formats.md#nvfp4): s_dec_b = e4m3_rne_satfinite(amax_b * s_enc / max_elem), left to
       // right in float32; s_enc_b = min(1 / (float(s_dec_b) * s_dec), FLT_MAX).
       const float v = (amax * p.tensor_enc) / p.lim.max_elem;
       s.code = static_cast<uint8_t>(encode(v, e4m3, Rounding::rne, Overflow::sat));

@@ -1,6 +1,6 @@
 // What an element format is: one descriptor, from which every limit, the encoder and
 // the decoder are derived. A named format (float8_e4m3fn, float4_e2m1fn, int4, ...) is
-// a row of data, not a code path (lesson 1 of STYLE.md).
+// a row of data, not a code path (docs/formats.md#descriptor).
 //
 // Floating formats: [sign][exponent: E bits][mantissa: M bits], value
 //   normal    (-1)^s * 2^(e - bias) * (1 + m / 2^M)       for exponent field e >= 1

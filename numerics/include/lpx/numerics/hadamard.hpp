@@ -1,7 +1,7 @@
 // The (random) Hadamard transform: fast Walsh-Hadamard butterflies, Philox sign vectors,
 // and the blocked application "size-n blocks along one axis of a row-major matrix" that
 // the recipes use (Tseng et al. 2025 RHT 64; Castro et al. 2025, Quartet, Hadamard 32;
-// NVIDIA 2025 NVFP4, RHT 16 on the wgrad inputs; RECIPES.md).
+// NVIDIA 2025 NVFP4, RHT 16 on the wgrad inputs; docs/recipes.md#transforms).
 //
 // Definitions. H_n is the Sylvester Hadamard matrix (H_1 = [1], H_2k = [[H_k, H_k],
 // [H_k, -H_k]]), so H_n[i][j] = (-1)^popcount(i & j); it is symmetric and H_n H_n = n I,
@@ -52,7 +52,7 @@ inline constexpr int kMaxHadamardRow = 128;
 
 LPX_HD constexpr bool is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
-// The recipe transform sizes (RECIPES.md): 16, 32, 64, 128.
+// The recipe transform sizes (docs/recipes.md#transforms): 16, 32, 64, 128.
 LPX_HD constexpr bool valid_rht_size(int n) { return n == 16 || n == 32 || n == 64 || n == 128; }
 
 // In-place unnormalized Walsh-Hadamard butterflies (H_n v) in the order above, in T.

@@ -2,10 +2,10 @@
 // format it is quantized to (any block format of formats/, or fp32 / bf16), its rounding
 // and its transform; which layers stay in high precision; the precision of the master
 // weights, the optimizer state and the GEMM accumulation. A recipe is data (a JSON file);
-// the catalogue of published recipes (../../../catalogue/*.json, RECIPES.md) is compiled
+// the catalogue of published recipes (recipes/catalogue/*.json, docs/recipes.md#catalogue) is compiled
 // into the library, so `recipe_by_name("nvfp4")` works from anywhere.
 //
-// GEMMs of a linear layer Y = X W^T, X (M,K), W (N,K), Y (M,N) (RECIPES.md):
+// GEMMs of a linear layer Y = X W^T, X (M,K), W (N,K), Y (M,N) (docs/recipes.md#roles):
 //   forward  Y  = X W^T     roles fwd_x, fwd_w       reduction over K
 //   dgrad    dX = dY W      roles dgrad_dy, dgrad_w  reduction over N
 //   wgrad    dW = dY^T X    roles wgrad_dy, wgrad_x  reduction over M
@@ -181,7 +181,7 @@ struct Recipe {
 std::string_view master_weights_name(MasterWeights m);
 std::string_view optimizer_state_name(OptimizerState s);
 
-// The catalogue, in RECIPES.md order. recipe_by_name throws std::invalid_argument listing
+// The catalogue, in the order of docs/recipes.md#catalogue. recipe_by_name throws std::invalid_argument listing
 // the names.
 std::span<const std::string_view> recipe_names();
 const Recipe& recipe_by_name(std::string_view name);
