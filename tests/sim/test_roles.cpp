@@ -2,9 +2,9 @@
 // checks:
 //  1. The run log's /quant/applied (what the quantizer that ran reports, runlog/schema.hpp)
 //     against expectations written here from the papers' recipes (the catalogue table of
-//     docs/recipes.md), not from the recipe JSON files: element format, block shape along the reduction axis, scale
-//     format and rule, rounding and transform per GEMM role, and which layers stay in
-//     high precision.
+//     docs/recipes.md), not from the recipe JSON files: element format, block shape
+//     along the reduction axis, scale format and rule, rounding and transform per GEMM
+//     role, and which layers stay in high precision.
 //  2. The operands the GEMMs really multiplied, captured through QuantGemms'
 //     operand_hook, checked for their structure: nvfp4's forward W lies, tile by 16x16
 //     tile, on the E2M1 grid times one scale (its X does not: 1x16 blocks); dY is
