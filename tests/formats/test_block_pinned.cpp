@@ -1,6 +1,6 @@
-// Pinned edge cases of block quantization (values from the OCP MX v1.0 spec and
-// RECIPES.md, worked out by hand), the spec grammar, the amax history, and stochastic
-// rounding's reproducibility across thread counts.
+// Pinned edge cases of block quantization (values from the OCP MX v1.0 spec and the
+// NVFP4 operation order of docs/formats.md, worked out by hand), the spec grammar, the
+// amax history, and stochastic rounding's reproducibility across thread counts.
 #include <catch2/catch.hpp>
 
 #include <cfloat>
@@ -65,7 +65,7 @@ TEST_CASE("FP4 block with max 7.9: floor saturates to 6, rceil does not") {
   CHECK(rc.q.stats.saturated == 0);
 }
 
-TEST_CASE("E2M1 amax 7: floor gives 6; rceil gives scale 2 and 3.5 -> 4 (RECIPES.md)") {
+TEST_CASE("E2M1 amax 7: floor gives 6; rceil gives scale 2 and 3.5 -> 4 (docs/formats.md)") {
   std::vector<float> x = {7.0f, 1.0f, -2.0f, 0.25f};
   const auto fl = fq(x, {4}, with_rule("mxfp4", ScaleRule::floor));
   CHECK(fl.out[0] == 6.0f);

@@ -1,5 +1,5 @@
 // Block quantization against a separate, plain double-precision reference written from the
-// specifications (OCP MX v1.0 scale rules, RECIPES.md for NVFP4, Transformer Engine's
+// specifications (OCP MX v1.0 scale rules, docs/formats.md for NVFP4, Transformer Engine's
 // current scaling), not from quantize.cpp. Only the element cast (lpx::encode/decode) is
 // shared, since the codec is verified on its own. Everything else here is independent:
 // block membership from multi-indices, amax, scale exponents via frexp/ldexp in double,
