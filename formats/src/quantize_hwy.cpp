@@ -220,8 +220,7 @@ HWY_INLINE void CountVectors(LaneCounts& lc, QuantizeStats& st, int64_t vectors)
 // A kernel's last flush and its statistics into the totals.
 HWY_INLINE void FinishCounts(LaneCounts& lc, QuantizeStats& st, qd::BlockTotals& t) {
   FlushCounts(lc, st);
-  t.saturated += st.saturated;
-  t.flushed += st.flushed;
+  t.add(st);
 }
 
 // Float32 bits of 2^(X - 126), or 0 below float32's subnormals: with power-of-two scales
@@ -385,6 +384,43 @@ HWY_INLINE void CastBlockVectors(const qd::BlockJob& job, const BlockConsts& k, 
   CountVectors(lc, st, vpb);
 }
 
+// The largest |x'| bits over the vpb whole vectors of a contiguous block at x (pass 1 of
+// the contiguous loops below).
+HWY_INLINE uint32_t ContiguousBlockAmax(const float* HWY_RESTRICT x, int64_t vpb,
+                                        const BlockConsts& k) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  VI a0 = hn::Zero(di);
+  for (int64_t j = 0; j < vpb; ++j) {
+    // The stream runs ahead of the hardware prefetcher's reach without this (2 KiB).
+    hwy::Prefetch(x + j * static_cast<int64_t>(N) + 512);
+    a0 = hn::Max(a0, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + j * N)), k), absmask));
+  }
+  return MaxLane(a0);
+}
+
+// block_scale()'s power-of-two branch, inlined (no call per block), for a block whose
+// finite amax has the bits `amax`: the same scale_exponent() and clamp. The fields are
+// written one by one: a BlockScale built on the stack and copied whole stalls on store
+// forwarding (byte stores, then a 16-byte load).
+HWY_INLINE void Pow2Scale(uint32_t amax, ScaleRule rule, const qd::ElementLimits& lim,
+                          qd::BlockScale& s) {
+  int xs = -127;  // all-zero block: 2^-127 (code 0x00)
+  bool clamped = false;
+  if (amax != 0) {
+    const int raw = qd::scale_exponent(amax, rule, lim);
+    xs = std::clamp(raw, -127, 127);
+    clamped = xs != raw;
+  }
+  s.nan = false;
+  s.clamped = clamped;
+  s.exponent = xs;
+  s.enc = 1.0f;
+  s.dec = pow2f(xs);
+  s.code = static_cast<uint8_t>(xs + 127);
+}
+
 // Blocks per sub-group: pass 1 (amax and scale, with calls into the scalar block_scale)
 // runs over a sub-group before pass 2 casts it, so the cast loop runs without calls
 // between blocks and keeps its constants in registers; the sub-group's input is still
@@ -415,7 +451,6 @@ void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::Bl
   HWY_ALIGN uint32_t rnd[kRandWords];
   LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
   QuantizeStats st;
-  const VI absmask = hn::Set(di, 0x7fffffff);
   uint32_t finite_max = 0;
   for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
     const int64_t c1 = std::min(b1, c0 + chunk);
@@ -423,14 +458,7 @@ void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::Bl
       JobRandom(job, rnd, static_cast<size_t>((c1 - c0) * L), static_cast<uint64_t>(c0 * L), k);
     for (int64_t b = c0; b < c1; ++b) {
       const int64_t base = b * L;
-      const float* x = job.x + base;
-      VI a0 = hn::Zero(di);
-      for (int64_t j = 0; j < vpb; ++j) {
-        // The stream runs ahead of the hardware prefetcher's reach without this (2 KiB).
-        hwy::Prefetch(x + j * static_cast<int64_t>(N) + 512);
-        a0 = hn::Max(a0, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + j * N)), k), absmask));
-      }
-      const uint32_t amax = MaxLane(a0);
+      const uint32_t amax = ContiguousBlockAmax(job.x + base, vpb, k);
       if (HWY_UNLIKELY(amax > 0x7f7fffffu)) {  // NaN or Inf in the block
         QuantizeBlocksT<M, kInt, kPow2, kFast>(job, b, b + 1, t);
         continue;
@@ -438,25 +466,14 @@ void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::Bl
       finite_max = std::max(finite_max, amax);
       qd::BlockScale s;
       if constexpr (kPow2) {
-        s.nan = false;
-        s.enc = 1.0f;
-        s.exponent = -127;  // all-zero block: 2^-127 (code 0x00)
-        s.clamped = false;
-        if (amax != 0) {
-          const int raw = qd::scale_exponent(amax, rule, ctx.lim);
-          s.exponent = std::clamp(raw, -127, 127);
-          s.clamped = s.exponent != raw;
-        }
-        s.dec = pow2f(s.exponent);
-        s.code = static_cast<uint8_t>(s.exponent + 127);
+        Pow2Scale(amax, rule, ctx.lim, s);
       } else {
         qd::Amax a;
         a.all = a.finite = amax;
         s = qd::block_scale(a, ctx);
       }
       if (s.clamped) ++t.clamped;
-      if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
-      else job.scale_values[b] = s.dec;
+      job.store_scale(b, s);
       const BlockVecs bv = MakeBlockVecs<kPow2>(k, s, kPow2 ? pow2f(-s.exponent) : s.enc,
                                                 qd::stored_dec(s, ctx.f->scale));
       CastBlockVectors<M, kInt, kPow2, kFast>(job, k, base, vpb, rnd, c0 * L, bv, s, lc, st);
@@ -487,22 +504,14 @@ void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
   HWY_ALIGN float sc_enc[kPad], sc_dec[kPad];
   LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
   QuantizeStats st;
-  const VI absmask = hn::Set(di, 0x7fffffff);
   uint32_t finite_max = 0;
   for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
     const int64_t c1 = std::min(b1, c0 + chunk);
     const size_t n = static_cast<size_t>(c1 - c0);
     if constexpr (M == Rounding::sr)
       JobRandom(job, rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
-    for (size_t g = 0; g < n; ++g) {
-      const float* x = job.x + (c0 + static_cast<int64_t>(g)) * L;
-      VI a0 = hn::Zero(di);
-      for (int64_t j = 0; j < vpb; ++j) {
-        hwy::Prefetch(x + j * static_cast<int64_t>(N) + 512);
-        a0 = hn::Max(a0, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + j * N)), k), absmask));
-      }
-      am[g] = MaxLane(a0);
-    }
+    for (size_t g = 0; g < n; ++g)
+      am[g] = ContiguousBlockAmax(job.x + (c0 + static_cast<int64_t>(g)) * L, vpb, k);
     E4m3Scales(am, n, k, sc_code, sc_enc, sc_dec);
     for (size_t g = 0; g < n; ++g) {
       const int64_t b = c0 + static_cast<int64_t>(g);
@@ -601,30 +610,15 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
         continue;
       }
       am[g] = 0;
-      // Fields are written one by one into scales[g]: a BlockScale built on the stack and
-      // copied whole stalls on store forwarding (byte stores, then a 16-byte load).
+      // Written in place (Pow2Scale: no BlockScale copied whole).
       qd::BlockScale& s = scales[g];
       if (kPow2 && !a.nonfinite()) {
-        // block_scale()'s power-of-two branch, inlined (no call per block).
-        int xs = -127;  // all-zero block: 2^-127 (code 0x00)
-        bool clamped = false;
-        if (a.all != 0) {
-          const int raw = qd::scale_exponent(a.all, rule, ctx.lim);
-          xs = std::clamp(raw, -127, 127);
-          clamped = xs != raw;
-        }
-        s.nan = false;
-        s.clamped = clamped;
-        s.exponent = xs;
-        s.enc = 1.0f;
-        s.dec = pow2f(xs);
-        s.code = static_cast<uint8_t>(xs + 127);
+        Pow2Scale(a.all, rule, ctx.lim, s);
       } else {
         s = qd::block_scale(a, ctx);
       }
       if (s.clamped) ++t.clamped;
-      if (job.scale_codes != nullptr) job.scale_codes[b] = s.code;
-      else job.scale_values[b] = s.dec;
+      job.store_scale(b, s);
     }
     if (vec_scales) {
       E4m3Scales(am, static_cast<size_t>(cnt), k, sc_code, sc_enc, sc_dec);
@@ -657,8 +651,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
       const qd::Box& box = boxes[g];
       const qd::BlockScale& s = scales[g];
       if (s.nan) {
-        for (int64_t r = 0; r < box.rows; ++r)
-          qd::scalar_run(job, box.base + r * box.row_stride, box.cols, s, st);
+        qd::reference_cast(job, box, s, st);
         continue;
       }
       const float mul = kPow2 ? pow2f(-s.exponent) : s.enc;
@@ -729,8 +722,7 @@ void QuantizeRangeT(const qd::BlockJob& job, int64_t i0, int64_t n, const qd::Bl
     }
     FlushCounts(lc, st);
   }
-  t.saturated += st.saturated;
-  t.flushed += st.flushed;
+  t.add(st);
 }
 
 // Calls fn.template operator()<kInt, kPow2, kFast>() for the element format and scale of
@@ -843,20 +835,7 @@ void DequantizeRows(const qd::BlockJob* job, int64_t i0, int64_t rows, int64_t c
 #else  // HWY_SCALAR: one lane; the scalar reference does the work.
 
 void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {
-  QuantizeStats st;
-  for (int64_t b = b0; b < b1; ++b) {
-    const qd::Box box = job->box(b);
-    const qd::Amax a = qd::block_amax(job->x, box, job->ctx->opt);
-    t->finite_max = std::max(t->finite_max, a.finite);
-    const qd::BlockScale s = qd::block_scale(a, *job->ctx);
-    if (s.clamped) ++t->clamped;
-    if (job->scale_codes != nullptr) job->scale_codes[b] = s.code;
-    else job->scale_values[b] = s.dec;
-    for (int64_t r = 0; r < box.rows; ++r)
-      qd::scalar_run(*job, box.base + r * box.row_stride, box.cols, s, st);
-  }
-  t->saturated += st.saturated;
-  t->flushed += st.flushed;
+  qd::reference_blocks(*job, b0, b1, *t);
 }
 
 void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t cols,
@@ -879,32 +858,23 @@ void QuantizeRange(const qd::BlockJob* job, int64_t i0, int64_t n, const qd::Blo
                    qd::BlockTotals* t) {
   QuantizeStats st;
   qd::scalar_run(*job, i0, n, *s, st);
-  t->saturated += st.saturated;
-  t->flushed += st.flushed;
+  t->add(st);
 }
 
 void DequantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1) {
-  for (int64_t b = b0; b < b1; ++b) {
-    const qd::Box box = job->box(b);
-    const float dec = job->dec_of(b);
-    for (int64_t r = 0; r < box.rows; ++r)
-      for (int64_t c = 0; c < box.cols; ++c) {
-        const int64_t i = box.base + r * box.row_stride + c;
-        job->out[i] = qd::dequant_value(job->codes[i], dec, job->element, job->two_level,
-                                        job->tensor_dec, job->headroom);
-      }
-  }
+  for (int64_t b = b0; b < b1; ++b) qd::reference_dequantize(*job, job->box(b), job->dec_of(b));
 }
 
 void DequantizeRows(const qd::BlockJob* job, int64_t i0, int64_t rows, int64_t cols,
                     const float* decs, float dec) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) {
-      const int64_t i = i0 + r * cols + c;
-      job->out[i] = qd::dequant_value(job->codes[i], decs != nullptr ? decs[c] : dec,
-                                      job->element, job->two_level, job->tensor_dec,
-                                      job->headroom);
-    }
+  qd::Box box;
+  box.base = i0;
+  box.rows = rows;
+  box.row_stride = cols;
+  box.cols = cols;
+  if (decs == nullptr) return qd::reference_dequantize(*job, box, dec);
+  box.cols = 1;  // per-column scales: column c is `rows` elements `cols` apart
+  for (int64_t c = 0; c < cols; ++c, ++box.base) qd::reference_dequantize(*job, box, decs[c]);
 }
 
 #endif  // HWY_TARGET != HWY_SCALAR
@@ -927,44 +897,6 @@ HWY_EXPORT(DequantizeRows);
 }  // namespace lpx::simd
 
 namespace lpx::quantize_detail {
-
-bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
-  const int last = static_cast<int>(L.shape.size()) - 1;
-  bool layout_ok = false;
-  switch (L.kind) {
-    case BlockShape::Kind::vector:
-    case BlockShape::Kind::channel: layout_ok = L.col_axis == last; break;  // contiguous runs
-    case BlockShape::Kind::tile: layout_ok = true; break;  // rows of a tile are contiguous
-    case BlockShape::Kind::tensor: layout_ok = false; break;
-  }
-  return layout_ok && opt.history == nullptr &&
-         simd::detail::vectorizable(f.element, element_cast_options(opt));
-}
-
-bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
-  return L.kind == BlockShape::Kind::tensor &&
-         simd::detail::vectorizable(f.element, element_cast_options(opt));
-}
-
-StridedView strided_view(const Layout& L) {
-  StridedView v;
-  const size_t a = static_cast<size_t>(L.col_axis);
-  for (size_t d = 0; d < a; ++d) v.outer *= L.shape[d];
-  v.R = L.shape[a];
-  for (size_t d = a + 1; d < L.shape.size(); ++d) v.C *= L.shape[d];
-  v.Lb = L.ext[a];
-  v.G = L.grid[a];
-  v.W = std::max<int64_t>(16, int64_t{8192} / std::max<int64_t>(v.Lb, 1));
-  return v;
-}
-
-bool simd_strided_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
-  if (L.kind != BlockShape::Kind::vector && L.kind != BlockShape::Kind::channel) return false;
-  if (L.col_axis < 0 || L.col_axis == static_cast<int>(L.shape.size()) - 1) return false;
-  const StridedView v = strided_view(L);
-  if (std::min(v.Lb, v.R) * std::min(v.W, v.C) > (int64_t{1} << 20)) return false;
-  return opt.history == nullptr && simd::detail::vectorizable(f.element, element_cast_options(opt));
-}
 
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {
   HWY_DYNAMIC_DISPATCH(simd::QuantizeBlocks)(&job, b0, b1, &t);

@@ -1,8 +1,10 @@
-// Internal interface of the block quantizer (quantize.hpp) between its scalar reference
-// and driver (quantize.cpp) and its SIMD kernels (quantize_hwy.cpp, Highway runtime
+// Internal interface of the block quantizer (quantize.hpp): its scalar reference and
+// public entry points (quantize.cpp), its strategies and their selector
+// (quantize_strategies.cpp) and its SIMD kernels (quantize_hwy.cpp, Highway runtime
 // dispatch). The scalar per-block functions declared here are the reference: the SIMD
-// kernels call block_scale() (or, for power-of-two scales, its branch inlined) for every scale and hand every block or vector they do not
-// take (NaN/Inf blocks, products that leave float32's normal range) to cast_block().
+// kernels call block_scale() (or, for power-of-two scales, its branch inlined) for every
+// scale and hand every block or vector they do not take (NaN/Inf blocks, products that
+// leave float32's normal range) to reference_cast().
 #pragma once
 
 #include <algorithm>
@@ -100,7 +102,7 @@ struct Context {
   float history_amax = 0.0f;
 };
 
-// The scalar per-block reference (quantize.cpp).
+// The scalar reference's amax of one block (quantize.cpp).
 Amax block_amax(const float* x, const Box& b, const QuantizeOptions& opt);
 inline BlockScale block_scale(const Amax& a, const Context& ctx) {
   block_scaling::ScaleParams p;
@@ -114,12 +116,12 @@ inline BlockScale block_scale(const Amax& a, const Context& ctx) {
   p.tensor_dec = ctx.tensor_dec;
   return block_scaling::block_scale(a, p);
 }
-void cast_block(const float* x, const Box& b, const BlockScale& s, const Context& ctx,
-                uint8_t* codes, QuantizeStats& st);
 
 // ---------------------------------------------------------------------------------------
-// SIMD kernels (quantize_hwy.cpp). A job is a range of blocks whose boxes have contiguous
-// rows (col_stride 1): 1xN blocks and per-row blocks along the last axis, and tiles.
+// A job: the blocks of a tensor (or of one transposed tile of it), its input, outputs and
+// scales, what the kernels below work on. The SIMD kernels take boxes with contiguous
+// rows (col_stride 1: 1xN and per-row blocks along the last axis, tiles); the scalar
+// reference takes any box.
 
 struct BlockJob {
   const Layout* layout = nullptr;
@@ -144,6 +146,11 @@ struct BlockJob {
   bool two_level = false;
   bool headroom = false;
 
+  // Stores block b's scale where the format keeps it.
+  void store_scale(int64_t b, const BlockScale& s) const {
+    if (scale_codes != nullptr) scale_codes[b] = s.code;
+    else scale_values[b] = s.dec;
+  }
   Box box(int64_t b) const {
     if (!last_axis) return layout->box(b);
     Box bx;
@@ -161,34 +168,32 @@ struct BlockJob {
   }
 };
 
+// What a strategy, a kernel or one thread's share of either adds up: QuantizeStats and
+// the largest finite |x'|. Sums and a maximum, so merging in any order gives the same
+// totals (what makes results independent of the thread count).
 struct BlockTotals {
   int64_t clamped = 0, saturated = 0, flushed = 0;
   uint32_t finite_max = 0;  // bits of the largest finite |x'| seen
+
+  void add(const QuantizeStats& st) {
+    clamped += st.clamped_scales;
+    saturated += st.saturated;
+    flushed += st.flushed;
+  }
+  void merge(const BlockTotals& o) {
+    clamped += o.clamped;
+    saturated += o.saturated;
+    flushed += o.flushed;
+    finite_max = std::max(finite_max, o.finite_max);
+  }
+  QuantizeStats stats() const { return {clamped, saturated, flushed}; }
 };
 
-// Whether the SIMD kernels take this quantization (format, layout and options).
-bool simd_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
-// Blocks along an axis other than the last (1xN along a middle axis or axis 0, and
-// per-channel blocks off the last axis): the tensor is viewed as outer x R x C, R the
-// block axis and C the product of the axes after it, so every block is a column of one
-// R x C slab with elements C apart.
-struct StridedView {
-  int64_t outer = 1, R = 0, C = 1;  // the view's extents
-  int64_t Lb = 0, G = 0;            // block length along R and blocks per column
-  // Columns per work unit: whole blocks adding up to about 8 Ki elements, at least 16.
-  int64_t W = 0;
-};
-StridedView strided_view(const Layout& L);
-// Whether the strided path takes it. Tiles of whole column blocks are transposed into a
-// buffer, run through the last-axis kernel, and transposed back: every element sees the
-// same value and block scale, and under sr the random word of its original flat index
-// (simd_random_rows, job.rnd). Refused when one unit's buffer would pass 2^20 elements
-// (per-channel blocks along a very long axis), which the scalar path then takes.
-bool simd_strided_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
+// ---------------------------------------------------------------------------------------
+// SIMD kernels (quantize_hwy.cpp).
+
 // Scale, cast (and with job.out, dequantize) blocks [b0, b1); stores scales and codes.
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t);
-// Whether per-tensor blocks take the SIMD kernels (simd_range_amax, simd_quantize_range).
-bool simd_tensor_supported(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
 // out[r * cols + c] = random_bits(seed, stream, first + r * stride + c) for a rows x cols
 // tile of a row-major tensor (the options of job.ctx).
 void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
@@ -208,9 +213,101 @@ void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1);
 void simd_dequantize_rows(const BlockJob& job, int64_t i0, int64_t rows, int64_t cols,
                           const float* decs, float dec);
 
-// The scalar reference for one run of `n` contiguous elements from flat index `i` (its
-// block's scale `s`): codes, and with out, the dequantized values. The SIMD kernels' fallback.
-void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
-                QuantizeStats& st);
+// ---------------------------------------------------------------------------------------
+// The scalar reference (quantize.cpp). Each loop exists once: the reference strategies,
+// the SIMD kernels' fallbacks and the HWY_SCALAR target all call these.
+
+// Casts the elements of box b of job.x under their block's scale s: codes (when
+// job.codes), the dequantized values (when job.out), and the statistics into st. The
+// random words are job.rnd's when given, else drawn from the elements' flat indices.
+void reference_cast(const BlockJob& job, const Box& b, const BlockScale& s, QuantizeStats& st);
+// reference_cast() of the run of n contiguous elements from flat index i.
+inline void scalar_run(const BlockJob& job, int64_t i, int64_t n, const BlockScale& s,
+                       QuantizeStats& st) {
+  Box b;
+  b.base = i;
+  b.cols = n;
+  reference_cast(job, b, s, st);
+}
+// The scalar per-block loop over blocks [b0, b1) of job: amax, scale (stored), cast.
+void reference_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t);
+// dequantize() of box b (job.codes -> job.out) under the decode multiplier dec.
+void reference_dequantize(const BlockJob& job, const Box& b, float dec);
+
+// ---------------------------------------------------------------------------------------
+// Strategies (quantize_strategies.cpp): how one quantize() or dequantize() call is cut
+// into kernel calls and threads. select_strategy() picks one from (format, layout,
+// options); every strategy gives the bits of the scalar reference. Per-tensor blocks and
+// two-level (NVFP4) formats need the tensor amax before any scale: quantize() takes it
+// first (measure_tensor_amax, or QuantizeOptions::whole_tensor_amax) and sets the tensor
+// scale in the Context, whichever strategy then runs.
+
+enum class Strategy : uint8_t {
+  contiguous,  // SIMD: blocks whose rows are contiguous (1xN and per-row blocks along the
+               //   last axis, tiles), in groups of whole blocks per thread
+  strided,     // SIMD: blocks along another axis, through transposed tiles (StridedView)
+  per_tensor,  // one scale from the tensor amax; the cast in chunks (SIMD or scalar kernels)
+  reference,   // the scalar per-block loop (reference_blocks), in groups of whole blocks
+};
+
+struct Selection {
+  Strategy strategy = Strategy::reference;
+  // The SIMD kernels run (the contiguous and strided strategies; per_tensor and the
+  // tensor-wide pass 1 when the element format allows): then fake_quantize's values
+  // are written in the same pass as the codes.
+  bool simd = false;
+};
+
+// Blocks along an axis other than the last (1xN along a middle axis or axis 0, and
+// per-channel blocks off the last axis): the tensor is viewed as outer x R x C, R the
+// block axis and C the product of the axes after it, so every block is a column of one
+// R x C slab with elements C apart.
+struct StridedView {
+  int64_t outer = 1, R = 0, C = 1;  // the view's extents
+  int64_t Lb = 0, G = 0;            // block length along R and blocks per column
+  // Columns per work unit: whole blocks adding up to about 8 Ki elements, at least 16.
+  int64_t W = 0;
+};
+StridedView strided_view(const Layout& L);
+
+// Whether the SIMD kernels can cast to f's element under opt (and opt asks for them).
+bool simd_kernels_apply(const BlockFormat& f, const QuantizeOptions& opt);
+// The strategy for this format, layout and options (the same for quantize and dequantize).
+// The strided strategy is refused when one unit's buffer would pass 2^20 elements
+// (per-channel blocks along a very long axis); the reference takes those.
+Selection select_strategy(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt);
+
+// One call as the strategies see it: a job over the whole tensor (make_call: its layout,
+// input, outputs, scales, and the Context of a quantization or the stored scales and
+// element decode of a dequantization) and the threads it may use.
+struct TensorCall {
+  BlockJob job;
+  int threads = 1;
+  bool parallel = false;  // large enough for a parallel region
+};
+// The call over L's blocks with `threads` (0: OpenMP's default); the caller fills in
+// the job's pointers and Context or dequantize fields.
+TensorCall make_call(const Layout& L, int threads);
+
+// Pass 1 of per-tensor and two-level scaling: the Amax of the whole tensor (chunks in
+// parallel; a max, so the same bits for any split), with the SIMD or the scalar kernel.
+Amax measure_tensor_amax(const TensorCall& c, bool simd);
+
+// The strategies of quantize(): scales (stored), codes (when job.codes) and, for the
+// SIMD ones, the dequantized values (when job.out). Their totals' finite_max is the
+// tensor's (except per_tensor, whose caller has the tensor amax already).
+BlockTotals quantize_contiguous(const TensorCall& c);
+// Tiles of whole column blocks are transposed into a buffer, run through the last-axis
+// kernel, and transposed back: every element sees the same value and block scale, and
+// under sr the random word of its original flat index (simd_random_rows, job.rnd).
+BlockTotals quantize_strided(const TensorCall& c);
+BlockTotals quantize_per_tensor(const TensorCall& c, const Amax& tensor, bool simd);
+BlockTotals quantize_reference(const TensorCall& c);
+
+// The strategies of dequantize(): job.codes -> job.out under the stored scales.
+void dequantize_contiguous(const TensorCall& c);
+void dequantize_strided(const TensorCall& c);
+void dequantize_per_tensor(const TensorCall& c, bool simd);
+void dequantize_reference(const TensorCall& c);
 
 }  // namespace lpx::quantize_detail

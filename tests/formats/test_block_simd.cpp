@@ -1,12 +1,11 @@
 // The SIMD block quantizer (formats/src/quantize_hwy.cpp) against the scalar per-block
-// reference (quantize_testing::force_scalar), bit for bit, on every SIMD target Highway
-// compiled in and this CPU supports: MX presets (e8m0, every scale rule), pow2 and fp32
-// scales, NVFP4 (1-D and 16x16), per-tensor scales (with and without an amax history),
-// integer and sub-4-bit elements; rne, rna, rtz, rup, rdn,
-// sr; ragged shapes and odd block counts, every axis (blocks along axis 0 or a middle
-// axis, per-channel blocks included, take the transposing strided path, sr and NVFP4
-// included), NaN/Inf blocks, zero blocks, float32
-// subnormals, blocks whose scales clamp,
+// reference (QuantizeOptions::path = QuantizePath::reference), bit for bit, on every SIMD
+// target Highway compiled in and this CPU supports: MX presets (e8m0, every scale rule),
+// pow2 and fp32 scales, NVFP4 (1-D and 16x16), per-tensor scales (with and without an
+// amax history), integer and sub-4-bit elements; rne, rna, rtz, rup, rdn, sr; ragged
+// shapes and odd block counts, every axis (blocks along axis 0 or a middle axis,
+// per-channel blocks included, take the transposing strided path, sr and NVFP4
+// included), NaN/Inf blocks, zero blocks, float32 subnormals, blocks whose scales clamp,
 // the 3/4 headroom and the subnormal flush, ieee overflow. Codes, scales, the tensor
 // scale, amax, statistics and the dequantized values must all match, for quantize,
 // dequantize and fake_quantize, and thread counts must not change any bit.
@@ -120,9 +119,9 @@ void check_case(const std::string& spec, const std::vector<int64_t>& shape, int 
   const lpx::TensorView<const float> view{std::span<const float>(x), shape};
   std::vector<float> ref_out(x.size()), out(x.size()), deq(x.size());
 
-  lpx::quantize_testing::force_scalar(true);
-  const QuantizedTensor ref = lpx::fake_quantize(view, ref_out, f, opt);
-  lpx::quantize_testing::force_scalar(false);
+  QuantizeOptions ref_opt = opt;
+  ref_opt.path = lpx::QuantizePath::reference;
+  const QuantizedTensor ref = lpx::fake_quantize(view, ref_out, f, ref_opt);
 
   const QuantizedTensor fast = lpx::fake_quantize(view, out, f, opt);
   require_same(ref, fast);
@@ -282,7 +281,6 @@ TEST_CASE("Quantizing pieces of rows with index_offset equals one whole-tensor c
     return v;
   }();
   for (const bool scalar : {false, true}) {
-    lpx::quantize_testing::force_scalar(scalar);
     for (const std::string spec :
          {"mxfp8_e4m3", "mxfp4", "fp8_block128", "nvfp4", "fp8_tensor", "e2m1:tensor:e4m3"}) {
       const BlockFormat f = lpx::parse_block_format(spec);
@@ -293,6 +291,7 @@ TEST_CASE("Quantizing pieces of rows with index_offset equals one whole-tensor c
         o.round = Rounding::sr;
         o.seed = 9;
         o.stream = 2;
+        o.path = scalar ? lpx::QuantizePath::reference : lpx::QuantizePath::fastest;
         std::vector<float> whole(x.size());
         const std::vector<int64_t> shape = {rows, cols};
         const lpx::TensorView<const float> all{std::span<const float>(x), shape};
@@ -335,5 +334,4 @@ TEST_CASE("Quantizing pieces of rows with index_offset equals one whole-tensor c
       }
     }
   }
-  lpx::quantize_testing::force_scalar(false);
 }

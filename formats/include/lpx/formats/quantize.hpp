@@ -16,7 +16,7 @@
 //     then s_enc = s_enc * 2^-margin, capped at FLT_MAX; s_enc = 1 when amax is 0.
 //     Stored scale s_dec = 1 / s_enc (float32); element = encode(x * s_enc) with the
 //     product in float32; dequantized = decode(element) * s_dec.
-//   e4m3 scales (NVFP4 two-level, RECIPES.md, matching Transformer Engine's order):
+//   e4m3 scales (NVFP4 two-level, the operation order of docs/formats.md):
 //     amax_t = largest finite |x| of the tensor;
 //     s_enc = (max_elem * 448) / amax_t in float32, capped at FLT_MAX, 1 when amax_t is 0
 //       (max_elem * 448 = 2688 for E2M1); s_dec = 1 / s_enc  (QuantizedTensor::tensor_scale);
@@ -24,7 +24,7 @@
 //     s_enc_b = min(1 / (float(s_dec_b) * s_dec), FLT_MAX);
 //     element = encode(x * s_enc_b, round, overflow);
 //     dequantized = (decode(element) * float(s_dec_b)) * s_dec   (block scale first).
-//     Caution: this is RECIPES.md's order. Transformer Engine's sources differ by kernel
+//     Caution: Transformer Engine's sources differ from this order by kernel
 //     and version: (amax_b / 6) * s_enc (transpose kernel, "to ensure exact match"),
 //     (amax_b * float(1/6)) * s_enc, and amax_b * (s_enc * float(1/6)); each rounds
 //     differently on some blocks. Which one to match is an open choice (a one-line
@@ -128,9 +128,21 @@ struct TensorAmax {
   uint32_t all_bits = 0, finite_bits = 0;
 };
 
+// Which implementation quantize(), fake_quantize(), dequantize() and tensor_amax() run.
+// Both give the same bits (tests/formats/test_block_simd.cpp holds them to it, on every
+// SIMD target); the reference is there to be compared with.
+enum class QuantizePath : uint8_t {
+  // The SIMD kernels (Highway runtime dispatch, see cast_testing::force_simd_target)
+  // where the format, block layout and options allow, else the scalar reference.
+  fastest,
+  // The scalar per-block reference everywhere; fake_quantize() then dequantizes in a
+  // second pass, with the scalar reference too.
+  reference,
+};
+
 struct QuantizeOptions {
   Rounding round = Rounding::rne;
-  Overflow overflow = Overflow::sat;  // block quantization saturates (DESIGN.md)
+  Overflow overflow = Overflow::sat;  // block quantization saturates (docs/formats.md)
   uint64_t seed = 0;                  // stochastic rounding: random_bits(seed, stream,
   uint32_t stream = 0;                //   index_offset + i) for element i (flat, C order)
   int sr_bits = kMaxSrBits;
@@ -150,6 +162,7 @@ struct QuantizeOptions {
   // scales still come from their blocks. CPU only (the kernels reject it).
   std::optional<TensorAmax> whole_tensor_amax;
   int threads = 0;  // 0: OpenMP's default; results never depend on it
+  QuantizePath path = QuantizePath::fastest;  // results never depend on it either
 };
 
 struct QuantizeStats {
@@ -181,7 +194,8 @@ QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
                          const QuantizeOptions& opt = {});
 // out.data.size() must equal the product of q.shape; also std::invalid_argument when the
 // codes or scales do not match the shapes.
-void dequantize(const QuantizedTensor& q, std::span<float> out, int threads = 0);
+void dequantize(const QuantizedTensor& q, std::span<float> out, int threads = 0,
+                QuantizePath path = QuantizePath::fastest);
 // dequantize(quantize(x)) into out (same size as x).
 QuantizedTensor fake_quantize(TensorView<const float> x, std::span<float> out,
                               const BlockFormat& format, const QuantizeOptions& opt = {});
@@ -203,13 +217,5 @@ TensorAmax tensor_amax(TensorView<const float> x, const BlockFormat& format,
 // scale grid shape; the same checks as quantize().
 std::vector<int64_t> block_extents(std::span<const int64_t> shape, const BlockFormat& format);
 std::vector<int64_t> scale_grid_shape(std::span<const int64_t> shape, const BlockFormat& format);
-
-// Test hook: quantize / dequantize / fake_quantize take the SIMD kernels (Highway runtime
-// dispatch, see cast_testing::force_simd_target) where they apply; force_scalar(true)
-// makes every call run the scalar reference instead, so tests can compare the two.
-namespace quantize_testing {
-void force_scalar(bool on);
-bool scalar_forced();
-}  // namespace quantize_testing
 
 }  // namespace lpx

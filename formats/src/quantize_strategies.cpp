@@ -1,0 +1,302 @@
+// The strategies of block quantization (quantize_internal.hpp): how one quantize() or
+// dequantize() call is cut into kernel calls and spread over threads, and
+// select_strategy(), which picks one from the format, the block layout and the options.
+// The kernels are the SIMD ones (quantize_hwy.cpp) or the scalar reference
+// (quantize.cpp); a strategy only splits the work and merges the totals
+// (BlockTotals::merge), and every block's result depends only on the block, so each
+// strategy gives the reference's bits for any thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "codec_simd.hpp"
+#include "quantize_internal.hpp"
+
+namespace lpx::quantize_detail {
+
+namespace {
+
+// Chunks of a per-tensor block (and of pass 1), so one huge block still uses every
+// thread. The split never changes a result: amax is a max and elements are independent.
+constexpr int64_t kChunk = int64_t{1} << 15;
+// Below this many elements a parallel region costs more than it saves (and oversubscribed
+// machines make OpenMP's spinning threads very slow); results are the same either way.
+constexpr int64_t kParallelMin = int64_t{1} << 14;
+// Elements per work unit: whole blocks adding up to about 8 Ki elements (32 KiB in, the
+// working set of one unit stays in L1/L2).
+constexpr int64_t kGroupElems = int64_t{1} << 13;
+
+#pragma omp declare reduction(lpx_totals : BlockTotals : omp_out.merge(omp_in)) \
+    initializer(omp_priv = BlockTotals{})
+#pragma omp declare reduction(lpx_amax : Amax : omp_out.merge(omp_in)) initializer(omp_priv = Amax{})
+
+// Chunk u of the flat run of numel elements.
+Box chunk_box(int64_t u, int64_t numel) {
+  Box b;
+  b.base = u * kChunk;
+  b.cols = std::min(kChunk, numel - b.base);
+  return b;
+}
+int64_t chunk_count(int64_t numel) { return (numel + kChunk - 1) / kChunk; }
+
+// Runs fn(u0, u1, totals) over units [0, units) of unit_elems elements each, in runs of
+// whole units adding up to about kGroupElems elements, in parallel when c.parallel; the
+// threads' totals are merged (lpx_totals). Every unit's result depends only on the unit,
+// and the merges are sums and maxima, so the totals do not depend on the thread count or
+// the schedule.
+template <class Fn>
+BlockTotals for_units(const TensorCall& c, int64_t units, int64_t unit_elems, Fn fn) {
+  BlockTotals total;
+  if (!c.parallel) {
+    fn(int64_t{0}, units, total);  // no OpenMP region at all for small tensors
+    return total;
+  }
+  const int64_t per = std::max<int64_t>(1, kGroupElems / std::max<int64_t>(1, unit_elems));
+  const int64_t groups = (units + per - 1) / per;
+#pragma omp parallel for schedule(static) num_threads(c.threads) reduction(lpx_totals : total)
+  for (int64_t g = 0; g < groups; ++g) fn(g * per, std::min(units, (g + 1) * per), total);
+  return total;
+}
+
+// Elements in a full block of L.
+int64_t block_elems(const Layout& L) {
+  int64_t n = 1;
+  for (size_t d = 0; d < L.ext.size(); ++d) n *= std::min(L.ext[d], std::max<int64_t>(L.shape[d], 1));
+  return n;
+}
+
+// for_units over the blocks of c's layout: fn(b0, b1, totals).
+template <class Fn>
+BlockTotals for_blocks(const TensorCall& c, Fn fn) {
+  const Layout& L = *c.job.layout;
+  return for_units(c, L.nblocks, block_elems(L), fn);
+}
+
+// for_units over the chunks of the flat tensor: fn(chunk's box, totals) per chunk.
+template <class Fn>
+BlockTotals for_chunks(const TensorCall& c, Fn fn) {
+  const int64_t numel = c.job.layout->numel;
+  return for_units(c, chunk_count(numel), kChunk, [&](int64_t u0, int64_t u1, BlockTotals& t) {
+    for (int64_t u = u0; u < u1; ++u) fn(chunk_box(u, numel), t);
+  });
+}
+
+// The strided strategy's tile transpositions, in bands of 8 rows: for each column the
+// band's elements are 8 consecutive entries of the transposed side, and the band's rows
+// are 8 cache lines of the row-major side, so both stay in L1 however tall the tile is
+// (per-channel scales along axis 0 have tiles of thousands of rows).
+constexpr int64_t kBand = 8;
+// dst[c * rows + r] = src[r * stride + c]
+template <class T>
+void transpose_in(const T* src, int64_t stride, T* dst, int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kBand) {
+    const int64_t r1 = std::min(rows, r0 + kBand);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = r0; r < r1; ++r) dst[c * rows + r] = src[r * stride + c];
+  }
+}
+// dst[r * stride + c] = src[c * rows + r]
+template <class T>
+void transpose_out(const T* src, T* dst, int64_t stride, int64_t rows, int64_t cols) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kBand) {
+    const int64_t r1 = std::min(rows, r0 + kBand);
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = r0; r < r1; ++r) dst[r * stride + c] = src[c * rows + r];
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Selection.
+
+StridedView strided_view(const Layout& L) {
+  StridedView v;
+  const size_t a = static_cast<size_t>(L.col_axis);
+  for (size_t d = 0; d < a; ++d) v.outer *= L.shape[d];
+  v.R = L.shape[a];
+  for (size_t d = a + 1; d < L.shape.size(); ++d) v.C *= L.shape[d];
+  v.Lb = L.ext[a];
+  v.G = L.grid[a];
+  v.W = std::max<int64_t>(16, kGroupElems / std::max<int64_t>(v.Lb, 1));
+  return v;
+}
+
+bool simd_kernels_apply(const BlockFormat& f, const QuantizeOptions& opt) {
+  return opt.path == QuantizePath::fastest &&
+         simd::detail::vectorizable(f.element, element_cast_options(opt));
+}
+
+Selection select_strategy(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
+  const bool simd = simd_kernels_apply(f, opt);
+  if (L.kind == BlockShape::Kind::tensor) return {Strategy::per_tensor, simd};
+  // (An amax history goes with per-tensor blocks only; quantize() rejects anything else.)
+  if (!simd || opt.history != nullptr) return {Strategy::reference, false};
+  // Tiles' rows are contiguous, and so are 1xN and per-row blocks along the last axis.
+  if (L.kind == BlockShape::Kind::tile || L.col_axis == static_cast<int>(L.shape.size()) - 1)
+    return {Strategy::contiguous, true};
+  const StridedView v = strided_view(L);
+  if (std::min(v.Lb, v.R) * std::min(v.W, v.C) <= (int64_t{1} << 20))
+    return {Strategy::strided, true};
+  return {Strategy::reference, false};
+}
+
+// Blocks along the last axis get the job's cheap box arithmetic (BlockJob::last_axis).
+TensorCall make_call(const Layout& L, int threads) {
+  TensorCall c;
+  c.job.layout = &L;
+  const int last = static_cast<int>(L.shape.size()) - 1;
+  if ((L.kind == BlockShape::Kind::vector || L.kind == BlockShape::Kind::channel) &&
+      L.col_axis == last) {
+    c.job.last_axis = true;
+    c.job.row_len = L.shape[static_cast<size_t>(last)];
+    c.job.block_len = L.ext[static_cast<size_t>(last)];
+    c.job.per_row = L.grid[static_cast<size_t>(last)];
+  }
+  c.threads = threads > 0 ? threads : omp_get_max_threads();
+  c.parallel = L.numel >= kParallelMin && c.threads > 1;
+  return c;
+}
+
+Amax measure_tensor_amax(const TensorCall& c, bool simd) {
+  const int64_t numel = c.job.layout->numel;
+  const int64_t units = chunk_count(numel);
+  Amax total;
+#pragma omp parallel for schedule(static) num_threads(c.threads) if (c.parallel) \
+    reduction(lpx_amax : total)
+  for (int64_t u = 0; u < units; ++u) {
+    const Box b = chunk_box(u, numel);
+    total.merge(simd ? simd_range_amax(c.job, b.base, b.cols)
+                     : block_amax(c.job.x, b, c.job.ctx->opt));
+  }
+  return total;
+}
+
+// ---------------------------------------------------------------------------------------
+// quantize().
+
+BlockTotals quantize_contiguous(const TensorCall& c) {
+  return for_blocks(c, [&](int64_t b0, int64_t b1, BlockTotals& t) {
+    simd_quantize_blocks(c.job, b0, b1, t);
+  });
+}
+
+BlockTotals quantize_strided(const TensorCall& c) {
+  // Per unit (slab o, block row rb, W columns), the R_b x W tile is transposed into a
+  // buffer whose rows are the unit's blocks, cast by the last-axis kernel, and its values
+  // (and codes, and scales) put back where the tensor keeps them.
+  const BlockJob& whole = c.job;
+  const Context& ctx = *whole.ctx;
+  const StridedView v = strided_view(*whole.layout);
+  const int64_t R = v.R, C = v.C, Lb = v.Lb, W = std::min(v.W, C);
+  const int64_t chunks = (C + W - 1) / W, units = v.outer * v.G * chunks;
+  const size_t tile = static_cast<size_t>(std::min(Lb, R) * W);
+  const bool sr = ctx.opt.round == Rounding::sr;
+  BlockTotals total;
+#pragma omp parallel num_threads(c.threads) if (c.parallel) reduction(lpx_totals : total)
+  {
+    std::vector<float> in(tile), vals(whole.out != nullptr ? tile : 0);
+    std::vector<uint8_t> codes(whole.codes != nullptr ? tile : 0);
+    // sr: the tile's random words drawn in the tensor's order, then transposed with it.
+    std::vector<uint32_t> rows_rnd(sr ? tile : 0), rnd(sr ? tile : 0);
+    std::vector<uint8_t> sc(static_cast<size_t>(W));
+    std::vector<float> sv(static_cast<size_t>(W));
+    BlockJob job;  // the tile's blocks: the rows of the buffer
+    job.last_axis = true;
+    job.per_row = 1;
+    job.x = in.data();
+    job.ctx = &ctx;
+    job.rnd = sr ? rnd.data() : nullptr;
+    job.codes = whole.codes != nullptr ? codes.data() : nullptr;
+    job.out = whole.out != nullptr ? vals.data() : nullptr;
+    if (whole.scale_codes != nullptr) job.scale_codes = sc.data();
+    else job.scale_values = sv.data();
+#pragma omp for schedule(static)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t slab_row = u / chunks, c0 = (u % chunks) * W;  // slab_row = o * G + rb
+      const int64_t o = slab_row / v.G, rb = slab_row % v.G;
+      const int64_t r0 = rb * Lb, nr = std::min(Lb, R - r0), nc = std::min(W, C - c0);
+      const int64_t first = (o * R + r0) * C + c0;  // flat index of the tile's (0, 0)
+      job.row_len = nr;
+      job.block_len = nr;
+      transpose_in(whole.x + first, C, in.data(), nr, nc);
+      if (sr) {
+        simd_random_rows(job, rows_rnd.data(), nr, nc, static_cast<uint64_t>(first), C);
+        transpose_in(rows_rnd.data(), nc, rnd.data(), nr, nc);
+      }
+      simd_quantize_blocks(job, 0, nc, total);
+      for (int64_t col = 0; col < nc; ++col) {
+        const size_t b = static_cast<size_t>(slab_row * C + c0 + col);
+        if (whole.scale_codes != nullptr) whole.scale_codes[b] = sc[static_cast<size_t>(col)];
+        else whole.scale_values[b] = sv[static_cast<size_t>(col)];
+      }
+      if (whole.out != nullptr) transpose_out(vals.data(), whole.out + first, C, nr, nc);
+      if (whole.codes != nullptr) transpose_out(codes.data(), whole.codes + first, C, nr, nc);
+    }
+  }
+  return total;
+}
+
+BlockTotals quantize_per_tensor(const TensorCall& c, const Amax& tensor, bool simd) {
+  const BlockScale s = block_scale(tensor, *c.job.ctx);
+  c.job.store_scale(0, s);
+  BlockTotals total = for_chunks(c, [&](const Box& b, BlockTotals& t) {
+    if (simd) {
+      simd_quantize_range(c.job, b.base, b.cols, s, t);
+    } else {
+      QuantizeStats st;
+      reference_cast(c.job, b, s, st);
+      t.add(st);
+    }
+  });
+  total.clamped = s.clamped ? 1 : 0;
+  return total;
+}
+
+BlockTotals quantize_reference(const TensorCall& c) {
+  return for_blocks(c, [&](int64_t b0, int64_t b1, BlockTotals& t) {
+    reference_blocks(c.job, b0, b1, t);
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// dequantize().
+
+void dequantize_contiguous(const TensorCall& c) {
+  for_blocks(c, [&](int64_t b0, int64_t b1, BlockTotals&) { simd_dequantize_blocks(c.job, b0, b1); });
+}
+
+void dequantize_strided(const TensorCall& c) {
+  // Row r of a slab takes block row r / Lb of the slab's scales, contiguous over the columns.
+  const StridedView v = strided_view(*c.job.layout);
+  const int64_t rows = v.outer * v.G;  // block rows, over all slabs
+#pragma omp parallel num_threads(c.threads) if (c.parallel)
+  {
+    std::vector<float> decs(static_cast<size_t>(v.C));
+#pragma omp for schedule(static)
+    for (int64_t br = 0; br < rows; ++br) {
+      const int64_t slab = br / v.G, r0 = (br % v.G) * v.Lb;
+      for (int64_t col = 0; col < v.C; ++col)
+        decs[static_cast<size_t>(col)] = c.job.dec_of(br * v.C + col);
+      simd_dequantize_rows(c.job, (slab * v.R + r0) * v.C, std::min(v.Lb, v.R - r0), v.C,
+                           decs.data(), 1.0f);
+    }
+  }
+}
+
+void dequantize_per_tensor(const TensorCall& c, bool simd) {
+  const float dec = c.job.dec_of(0);
+  for_chunks(c, [&](const Box& b, BlockTotals&) {
+    if (simd) simd_dequantize_rows(c.job, b.base, 1, b.cols, nullptr, dec);
+    else reference_dequantize(c.job, b, dec);
+  });
+}
+
+void dequantize_reference(const TensorCall& c) {
+  for_blocks(c, [&](int64_t b0, int64_t b1, BlockTotals&) {
+    for (int64_t b = b0; b < b1; ++b) reference_dequantize(c.job, c.job.box(b), c.job.dec_of(b));
+  });
+}
+
+}  // namespace lpx::quantize_detail
