@@ -426,6 +426,22 @@ void fit(V& v, size_t rows) {
   v.resize(rows, Types<Elem<V>>::pad);
 }
 
+// The group `group` holding the columns a visitor lists (visit(fn) calls fn(name, presence,
+// column) for each), `rows` rows each; empty optional columns are left out.
+template <class Visit>
+void write_columns(const Io& io, hid_t f, const char* group, size_t rows, Visit visit) {
+  Id g = create_group(io, f, group);
+  visit([&](const char* name, Presence p, const auto& column) {
+    using T = Elem<decltype(column)>;
+    if (column.empty() && p != Presence::required) return;
+    if (column.size() != rows)
+      throw std::invalid_argument(
+          fmt::format("write_run: /{}/{} has {} rows, the group {}", group, name, column.size(), rows));
+    create_series(io, g, name, Types<T>::file(), {});
+    append_rows(io, g, name, Types<T>::mem(), {}, rows, column.data());
+  });
+}
+
 }  // namespace
 
 bool is_hdf5_file(const std::string& path) {
@@ -514,29 +530,8 @@ void write_run(const std::string& path, const Run& r) {
   try {
     Id f = io.check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "create file");
     write_header(io, f, r.header);
-    {
-      Id g = create_group(io, f, "metrics");
-      visit_metrics(r.metrics, [&](const char* name, Presence p, const auto& column) {
-        using T = Elem<decltype(column)>;
-        if (column.empty() && p != Presence::required) return;
-        if (column.size() != n)
-          throw std::invalid_argument(fmt::format("write_run: /metrics/{} has {} rows, /metrics/step {}", name, column.size(), n));
-        create_series(io, g, name, Types<T>::file(), {});
-        append_rows(io, g, name, Types<T>::mem(), {}, n, column.data());
-      });
-    }
-    {
-      Id g = create_group(io, f, "eval");
-      const size_t e = r.eval.rows();
-      visit_eval(r.eval, [&](const char* name, Presence p, const auto& column) {
-        using T = Elem<decltype(column)>;
-        if (column.empty() && p != Presence::required) return;
-        if (column.size() != e)
-          throw std::invalid_argument(fmt::format("write_run: /eval/{} has {} rows, /eval/step {}", name, column.size(), e));
-        create_series(io, g, name, Types<T>::file(), {});
-        append_rows(io, g, name, Types<T>::mem(), {}, e, column.data());
-      });
-    }
+    write_columns(io, f, "metrics", n, [&](auto&& fn) { visit_metrics(r.metrics, fn); });
+    write_columns(io, f, "eval", r.eval.rows(), [&](auto&& fn) { visit_eval(r.eval, fn); });
     const QuantTable& q = r.quant;
     if (!q.layers.empty()) {
       Id g = create_group(io, f, "quant");

@@ -199,45 +199,59 @@ void embedding_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, 
 
 // ---------------------------------------------------------------- causal attention
 
+// Row t1 of the (B,NH,T,T) score array `m` for batch row bi and head h.
+template <class T>
+T* score_row(T* m, int64_t bi, int64_t h, int64_t t1, int64_t nh, int64_t t) {
+  return m + ((bi * nh + h) * t + t1) * t;
+}
+
+// fn(bi, h, t1) for every batch row, head and query position: one (batch, head) slice
+// per OpenMP iteration, its query positions in order, so every write of the attention
+// passes below stays inside its slice and each slice is reduced in a fixed order.
+template <class F>
+void for_each_query(int64_t b, int64_t nh, int64_t t, F&& fn) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < nh; ++h)
+      for (int64_t t1 = 0; t1 < t; ++t1) fn(bi, h, t1);
+}
+
 // inp is (B,T,3C) = [q | k | v], each (B,T,NH,hs); out is (B,T,C);
 // preatt, att are (B,NH,T,T): scores before / after the causal softmax (entries above the
 // diagonal are 0 in att and unused in preatt).
 template <class T>
-void attention_forward(T* out, T* preatt, T* att, const T* inp, int64_t b, int64_t t,
-                       int64_t c, int64_t nh) {
+void attention_forward(T* out, T* preatt, T* att, const T* inp, int64_t b, int64_t t, int64_t c,
+                       int64_t nh) {
   const int64_t hs = c / nh, c3 = 3 * c;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t h = 0; h < nh; ++h)
-      for (int64_t t1 = 0; t1 < t; ++t1) {
-        const T* q = inp + bi * t * c3 + t1 * c3 + h * hs;
-        T* pre = preatt + ((bi * nh + h) * t + t1) * t;
-        T* a = att + ((bi * nh + h) * t + t1) * t;
-        T maxv = -1e30f;
-        for (int64_t t2 = 0; t2 <= t1; ++t2) {
-          const T* k = inp + bi * t * c3 + t2 * c3 + h * hs + c;
-          T dot = 0;
-          for (int64_t i = 0; i < hs; ++i) dot += q[i] * k[i];
-          dot *= scale;
-          pre[t2] = dot;
-          maxv = std::max(maxv, dot);
-        }
-        T sum = 0;
-        for (int64_t t2 = 0; t2 <= t1; ++t2) {
-          const T e = std::exp(pre[t2] - maxv);
-          a[t2] = e;
-          sum += e;
-        }
-        const T inv = T(1) / sum;
-        for (int64_t t2 = 0; t2 < t; ++t2) a[t2] = t2 <= t1 ? a[t2] * inv : T(0);
-        T* o = out + bi * t * c + t1 * c + h * hs;
-        for (int64_t i = 0; i < hs; ++i) o[i] = 0;
-        for (int64_t t2 = 0; t2 <= t1; ++t2) {
-          const T* v = inp + bi * t * c3 + t2 * c3 + h * hs + 2 * c;
-          for (int64_t i = 0; i < hs; ++i) o[i] += a[t2] * v[i];
-        }
-      }
+  for_each_query(b, nh, t, [&](int64_t bi, int64_t h, int64_t t1) {
+    const T* q = inp + bi * t * c3 + t1 * c3 + h * hs;
+    T* pre = score_row(preatt, bi, h, t1, nh, t);
+    T* a = score_row(att, bi, h, t1, nh, t);
+    T maxv = -1e30f;
+    for (int64_t t2 = 0; t2 <= t1; ++t2) {
+      const T* k = inp + bi * t * c3 + t2 * c3 + h * hs + c;
+      T dot = 0;
+      for (int64_t i = 0; i < hs; ++i) dot += q[i] * k[i];
+      dot *= scale;
+      pre[t2] = dot;
+      maxv = std::max(maxv, dot);
+    }
+    T sum = 0;
+    for (int64_t t2 = 0; t2 <= t1; ++t2) {
+      const T e = std::exp(pre[t2] - maxv);
+      a[t2] = e;
+      sum += e;
+    }
+    const T inv = T(1) / sum;
+    for (int64_t t2 = 0; t2 < t; ++t2) a[t2] = t2 <= t1 ? a[t2] * inv : T(0);
+    T* o = out + bi * t * c + t1 * c + h * hs;
+    for (int64_t i = 0; i < hs; ++i) o[i] = 0;
+    for (int64_t t2 = 0; t2 <= t1; ++t2) {
+      const T* v = inp + bi * t * c3 + t2 * c3 + h * hs + 2 * c;
+      for (int64_t i = 0; i < hs; ++i) o[i] += a[t2] * v[i];
+    }
+  });
 }
 // dinp (B,T,3C) +=; datt, dpreatt (B,NH,T,T) are scratch (overwritten).
 template <class T>
@@ -245,43 +259,39 @@ void attention_backward(T* dinp, T* dpreatt, T* datt, const T* dout, const T* in
                         int64_t b, int64_t t, int64_t c, int64_t nh) {
   const int64_t hs = c / nh, c3 = 3 * c;
   const T scale = T(1) / std::sqrt(static_cast<T>(hs));
-  // One (batch, head) per iteration: every write below stays inside that (bi, h) slice of
-  // dinp, so the loop is parallel and each slice is reduced in a fixed order.
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t bi = 0; bi < b; ++bi)
-    for (int64_t h = 0; h < nh; ++h)
-      for (int64_t t1 = 0; t1 < t; ++t1) {
-        const T* a = att + ((bi * nh + h) * t + t1) * t;
-        T* da = datt + ((bi * nh + h) * t + t1) * t;
-        T* dpre = dpreatt + ((bi * nh + h) * t + t1) * t;
-        const T* q = inp + bi * t * c3 + t1 * c3 + h * hs;
-        T* dq = dinp + bi * t * c3 + t1 * c3 + h * hs;
-        const T* dout_bth = dout + bi * t * c + t1 * c + h * hs;
-        // out = att v: datt = dout . v, dv += att * dout
-        for (int64_t t2 = 0; t2 <= t1; ++t2) {
-          const T* v = inp + bi * t * c3 + t2 * c3 + h * hs + 2 * c;
-          T* dv = dinp + bi * t * c3 + t2 * c3 + h * hs + 2 * c;
-          T dot = 0;
-          for (int64_t i = 0; i < hs; ++i) {
-            dot += v[i] * dout_bth[i];
-            dv[i] += a[t2] * dout_bth[i];
-          }
-          da[t2] = dot;
-        }
-        // softmax: dpre = att * (datt - sum(att * datt))
-        T s = 0;
-        for (int64_t t2 = 0; t2 <= t1; ++t2) s += a[t2] * da[t2];
-        for (int64_t t2 = 0; t2 <= t1; ++t2) dpre[t2] = a[t2] * (da[t2] - s);
-        // pre = scale q . k
-        for (int64_t t2 = 0; t2 <= t1; ++t2) {
-          const T* k = inp + bi * t * c3 + t2 * c3 + h * hs + c;
-          T* dk = dinp + bi * t * c3 + t2 * c3 + h * hs + c;
-          for (int64_t i = 0; i < hs; ++i) {
-            dq[i] += k[i] * dpre[t2] * scale;
-            dk[i] += q[i] * dpre[t2] * scale;
-          }
-        }
+  // every write below stays inside the (bi, h) slice of dinp (for_each_query)
+  for_each_query(b, nh, t, [&](int64_t bi, int64_t h, int64_t t1) {
+    const T* a = score_row(att, bi, h, t1, nh, t);
+    T* da = score_row(datt, bi, h, t1, nh, t);
+    T* dpre = score_row(dpreatt, bi, h, t1, nh, t);
+    const T* q = inp + bi * t * c3 + t1 * c3 + h * hs;
+    T* dq = dinp + bi * t * c3 + t1 * c3 + h * hs;
+    const T* dout_bth = dout + bi * t * c + t1 * c + h * hs;
+    // out = att v: datt = dout . v, dv += att * dout
+    for (int64_t t2 = 0; t2 <= t1; ++t2) {
+      const T* v = inp + bi * t * c3 + t2 * c3 + h * hs + 2 * c;
+      T* dv = dinp + bi * t * c3 + t2 * c3 + h * hs + 2 * c;
+      T dot = 0;
+      for (int64_t i = 0; i < hs; ++i) {
+        dot += v[i] * dout_bth[i];
+        dv[i] += a[t2] * dout_bth[i];
       }
+      da[t2] = dot;
+    }
+    // softmax: dpre = att * (datt - sum(att * datt))
+    T s = 0;
+    for (int64_t t2 = 0; t2 <= t1; ++t2) s += a[t2] * da[t2];
+    for (int64_t t2 = 0; t2 <= t1; ++t2) dpre[t2] = a[t2] * (da[t2] - s);
+    // pre = scale q . k
+    for (int64_t t2 = 0; t2 <= t1; ++t2) {
+      const T* k = inp + bi * t * c3 + t2 * c3 + h * hs + c;
+      T* dk = dinp + bi * t * c3 + t2 * c3 + h * hs + c;
+      for (int64_t i = 0; i < hs; ++i) {
+        dq[i] += k[i] * dpre[t2] * scale;
+        dk[i] += q[i] * dpre[t2] * scale;
+      }
+    }
+  });
 }
 
 // ---------------------------------------------------------------- softmax cross-entropy
