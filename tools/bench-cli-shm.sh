@@ -2,7 +2,8 @@
 # The command-line tools on files in /dev/shm, against cp moving the same bytes (read +
 # write) in the same run: how close `lpx cast` and `lpx quantize` come to the memory
 # speed of the machine once file I/O is included (issue: emulation at memory speed).
-# Best of REPS runs each; ratio = cp time / command time for equal bytes moved.
+# cp and each command alternate run by run; ratio = best cp time / best command time
+# for equal bytes moved (cp of a file holding half the bytes: it reads and writes them).
 #   usage: tools/bench-cli-shm.sh [ELEMENTS (default 67108864)] [REPS (default 3)] [THREADS (default 1)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,25 +26,29 @@ with open(sys.argv[1], "wb") as f:
         piece[:k].tofile(f)
         left -= k
 PY
-best() {  # best wall seconds of REPS runs of the command
-  local b=""
-  for _ in $(seq "$REPS"); do
-    local t0 t1
-    t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
-    b=$(python3 -c "import sys; t=float(sys.argv[2])-float(sys.argv[1]); b=sys.argv[3]; print(t if b=='' or t<float(b) else b)" "$t0" "$t1" "$b")
-  done
-  echo "$b"
+seconds() {  # wall seconds of one run of the command
+  local t0 t1
+  t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
+  python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1"
 }
 row() {  # row NAME IN_BYTES_PER_ELEM OUT_BYTES_PER_ELEM COMMAND...
+  # cp and the command alternate, run by run, so both see the same machine; the best of
+  # REPS of each is compared.
   local name="$1" ib="$2" ob="$3"; shift 3
   local bytes=$(( N * (ib + ob) ))
   head -c $(( bytes / 2 )) /dev/zero >"$DIR/ref"
-  local tc tl
-  tc=$(best cp "$DIR/ref" "$DIR/ref.copy")
-  tl=$(best "$@")
-  python3 -c "import sys; b,tc,tl=float(sys.argv[2]),float(sys.argv[3]),float(sys.argv[4]); print(f'{sys.argv[1]:<36} {b/tl/1e9:8.2f} GB/s   cp {b/tc/1e9:6.2f} GB/s   ratio {tc/tl:5.2f}')" "$name" "$bytes" "$tc" "$tl"
+  local tc="" tl=""
+  for _ in $(seq "$REPS"); do
+    tc="$tc $(seconds cp "$DIR/ref" "$DIR/ref.copy")"
+    tl="$tl $(seconds "$@")"
+  done
+  python3 -c "
+import sys
+name, b = sys.argv[1], float(sys.argv[2])
+tc, tl = min(map(float, sys.argv[3].split())), min(map(float, sys.argv[4].split()))
+print(f'{name:<36} {b/tl/1e9:8.2f} GB/s   cp {b/tc/1e9:6.2f} GB/s   ratio {tc/tl:5.2f}')" "$name" "$bytes" "$tc" "$tl"
 }
-echo "lpx on /dev/shm, $N float32 elements, $THREADS thread(s), best of $REPS"
+echo "lpx on /dev/shm, $N float32 elements, $THREADS thread(s), best of $REPS alternating with cp"
 row "cast --to e4m3 (codes)" 4 1 "$LPX" cast --to e4m3 --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/y.u8"
 row "cast --to e2m1 (codes)" 4 1 "$LPX" cast --to e2m1 --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/y.u8"
 row "cast --to e4m3 --round sr (codes)" 4 1 "$LPX" cast --to e4m3 --round sr --threads "$THREADS" --shape "$N" "$DIR/x.f32" "$DIR/y.u8"

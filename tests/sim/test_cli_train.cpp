@@ -79,3 +79,24 @@ TEST_CASE("lpx train --device: gpu without a device is one clear error line", "[
   CHECK(sh(std::string(LPX_BINARY) + " train --model mlp --steps 1 --device tpu") == 2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("lpx train --resume refuses a log of another format version in one line", "[cli][resume]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_future_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string log = (dir / "future.h5").string(), err = (dir / "err.txt").string();
+  // a run a later lpx wrote: a format version this one does not know
+  lpx::runlog::Run r;
+  r.header.format = "lpx-run-7";
+  r.header.model = "mlp";
+  r.metrics.step = {0, 1};
+  r.metrics.loss = {2.0, 1.9};
+  lpx::runlog::write_run(log, r);
+  const int s = std::system((std::string(LPX_BINARY) + " train --resume --out " + log + " >/dev/null 2>" + err).c_str());
+  CHECK((WIFEXITED(s) ? WEXITSTATUS(s) : -1) == 1);
+  std::ifstream f(err);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "lpx: " + log + ": log written by a newer lpx (format lpx-run-7); expected lpx-run-1");
+  std::filesystem::remove_all(dir);
+}
