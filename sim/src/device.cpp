@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "device_backend.hpp"
+#include "enum_names.hpp"
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/quantize.hpp"
 #include "lpx/kernels/cast.hpp"
@@ -27,19 +28,12 @@ namespace {
 std::atomic<int64_t> g_device_calls{0}, g_fallbacks{0};
 }
 
-std::string_view device_name(Device d) {
-  switch (d) {
-    case Device::cpu: return "cpu";
-    case Device::gpu: return "gpu";
-    case Device::emulated: return "emulated";
-  }
-  return "?";
-}
+constexpr EnumNames<Device, 3> kDeviceNames{{"cpu", "gpu", "emulated"}};
+
+std::string_view device_name(Device d) { return kDeviceNames(d); }
 
 Device device_by_name(std::string_view name) {
-  if (name == "cpu") return Device::cpu;
-  if (name == "gpu") return Device::gpu;
-  if (name == "emulated") return Device::emulated;
+  if (const auto d = kDeviceNames.find(name)) return *d;
   throw std::invalid_argument(fmt::format("device '{}' is not cpu or gpu", name));
 }
 

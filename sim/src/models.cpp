@@ -9,6 +9,7 @@
 #include "lpx/numerics/philox.hpp"
 #include "lpx/sim/layers.hpp"
 #include "lpx/sim/model.hpp"
+#include "enum_names.hpp"
 
 namespace lpx::sim {
 
@@ -450,27 +451,22 @@ std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe,
   throw std::invalid_argument("unknown model kind");
 }
 
-std::string_view model_kind_name(ModelKind k) { return k == ModelKind::gpt ? "gpt" : "mlp"; }
+namespace {
+constexpr EnumNames<ModelKind, 2> kModelKindNames{{"mlp", "gpt"}};
+constexpr EnumNames<Activation, 3> kActivationNames{{"relu", "gelu", "swiglu"}};
+}  // namespace
+
+std::string_view model_kind_name(ModelKind k) { return kModelKindNames(k); }
 
 ModelKind model_kind_by_name(std::string_view name) {
-  if (name == "mlp") return ModelKind::mlp;
-  if (name == "gpt") return ModelKind::gpt;
+  if (const auto k = kModelKindNames.find(name)) return *k;
   throw std::invalid_argument(fmt::format("unknown model '{}' (mlp | gpt)", name));
 }
 
-std::string_view activation_name(Activation a) {
-  switch (a) {
-    case Activation::relu: return "relu";
-    case Activation::gelu: return "gelu";
-    case Activation::swiglu: return "swiglu";
-  }
-  return "?";
-}
+std::string_view activation_name(Activation a) { return kActivationNames(a); }
 
 Activation activation_by_name(std::string_view name) {
-  if (name == "relu") return Activation::relu;
-  if (name == "gelu") return Activation::gelu;
-  if (name == "swiglu") return Activation::swiglu;
+  if (const auto a = kActivationNames.find(name)) return *a;
   throw std::invalid_argument(fmt::format("unknown activation '{}' (relu | gelu | swiglu)", name));
 }
 
