@@ -1,5 +1,7 @@
 #include "cli_util.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -51,6 +53,48 @@ void write_by_extension(const std::string& path, io::DType dtype, const std::vec
 }
 
 ElementFormat parse_format(const std::string& name) { return format_by_name(name); }
+
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& help) {
+  return cmd->add_option("--threads", threads, help)->check(CLI::Range(0, kMaxThreads));
+}
+
+uint64_t parse_seed(const std::string& text, const std::string& name) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (!digits || ec != std::errc() || ptr != end)
+    throw UsageError(fmt::format("{} '{}' is not a whole number in [0, 18446744073709551615]", name, text));
+  return v;
+}
+
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help, const std::string& name) {
+  return cmd->add_option_function<std::string>(name, [&seed, name](const std::string& t) { seed = parse_seed(t, name); },
+                                               help);
+}
+
+namespace {
+CLI::Validator finite_check(bool allow_zero) {
+  return CLI::Validator(
+      [allow_zero](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          size_t used = 0;
+          v = std::stod(text, &used);
+          if (used != text.size()) return "'" + text + "' is not a number";
+        } catch (const std::exception&) {
+          return "'" + text + "' is not a number";
+        }
+        if (!std::isfinite(v) || v < 0 || (!allow_zero && v == 0))
+          return "'" + text + "' must be a finite number " + (allow_zero ? ">= 0" : "> 0");
+        return {};
+      },
+      allow_zero ? "FINITE >= 0" : "FINITE > 0");
+}
+}  // namespace
+
+const CLI::Validator kFinitePositive = finite_check(false);
+const CLI::Validator kFiniteNonNegative = finite_check(true);
 
 Overflow parse_overflow(const std::string& name) {
   if (name == "sat") return Overflow::sat;

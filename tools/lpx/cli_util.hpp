@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "lpx/formats/element_format.hpp"
 #include "lpx/io/tensor_file.hpp"
 #include "lpx/numerics/rounding.hpp"
@@ -40,6 +42,25 @@ std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
   return std::as_bytes(std::span<const T>(v));
 }
 
+}  // namespace lpx::cli
+
+namespace lpx::cli {
+// The option checks every subcommand shares (docs/input-policy.md): a value out of its
+// range is a usage error (one line, exit 2), never replaced by a default.
+
+// --threads: 0 (OpenMP's default) up to kMaxThreads. More threads than that cannot help
+// and exhaust the process (100000 OpenMP threads crash it).
+inline constexpr int kMaxThreads = 1024;
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& help);
+// --seed: a decimal integer in [0, 2^64 - 1]. "-1", "1e23", "0x10", "" and values above
+// 2^64 - 1 are errors (a plain uint64 option wraps or saturates them without a word).
+CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help,
+                             const std::string& name = "--seed");
+uint64_t parse_seed(const std::string& text, const std::string& name = "--seed");
+// Validators for numeric options: finite and > 0, finite and >= 0 (NaN and Inf fail
+// both, which CLI::Range would let through).
+extern const CLI::Validator kFinitePositive;
+extern const CLI::Validator kFiniteNonNegative;
 }  // namespace lpx::cli
 
 namespace lpx::cli {
