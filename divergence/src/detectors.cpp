@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "lpx/io/json_input.hpp"
+
 namespace lpx::divergence {
 
 namespace {
@@ -145,12 +147,7 @@ std::string Flag::describe() const {
   X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw std::invalid_argument(fmt::format("thresholds: not JSON: {}", e.what()));
-  }
+  const nlohmann::json j = io::parse_json(text, "thresholds");  // size, depth, duplicate keys
   if (!j.is_object()) throw std::invalid_argument("thresholds: expected a JSON object");
   Thresholds t;
   for (auto it = j.begin(); it != j.end(); ++it) {

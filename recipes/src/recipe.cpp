@@ -11,6 +11,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "lpx/io/json_input.hpp"
+
 namespace lpx {
 
 namespace {
@@ -321,12 +323,7 @@ std::string RoleSpec::format_name() const {
 
 Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
   const Parser p(origin);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw std::invalid_argument(fmt::format("{}: not valid JSON (byte {}): {}", origin, e.byte, e.what()));
-  }
+  const json j = io::parse_json(text, origin);  // size, depth and duplicate-key limits
   if (!j.is_object()) p.fail("(top level)", fmt::format("expected an object, got {}", j.type_name()));
   p.check_keys(j, "", {"name", "summary", "source", "notes", "roles", "high_precision",
                        "master_weights", "optimizer_state", "accumulation"});

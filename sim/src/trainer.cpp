@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "device_backend.hpp"
+#include "lpx/io/json_input.hpp"
 #include "lpx/version.hpp"
 
 namespace lpx::sim {
@@ -47,7 +48,7 @@ std::string TrainConfig::to_json() const {
 }
 
 TrainConfig TrainConfig::from_json(const std::string& text) {
-  const json j = json::parse(text);
+  const json j = io::parse_json(text, "training config");
   TrainConfig c;
   const json& m = j.at("model");
   c.model.kind = model_kind_by_name(m.at("kind").get<std::string>());
@@ -370,7 +371,7 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
   TrainConfig cfg;
   try {
     cfg = TrainConfig::from_json(log->header().config_json);
-  } catch (const nlohmann::json::exception& e) {
+  } catch (const std::exception& e) {  // not JSON, over the JSON limits, or keys missing
     throw std::runtime_error(fmt::format("{}: the logged config is not a training config: {}", path, e.what()));
   }
   if (steps) cfg.steps = *steps;

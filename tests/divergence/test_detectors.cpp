@@ -238,3 +238,10 @@ TEST_CASE("thresholds: defaults round-trip through JSON; bad keys and types are 
   CHECK_THROWS_AS(Thresholds::from_json("[1]"), std::invalid_argument);
   CHECK_THROWS_AS(Thresholds::from_json("{"), std::invalid_argument);
 }
+
+TEST_CASE("thresholds JSON: duplicate keys and deep nesting are refused", "[detectors]") {
+  CHECK_THROWS_WITH(Thresholds::from_json(R"({"window": 8, "window": 16})"),
+                    "thresholds: duplicate key \"window\" in a JSON object");
+  CHECK_THROWS_WITH(Thresholds::from_json(std::string(100, '[') + std::string(100, ']')),
+                    "thresholds: JSON nested deeper than 64 levels");
+}

@@ -151,3 +151,11 @@ TEST_CASE("defaults: a minimal recipe", "[recipes]") {
   CHECK(back.to_json() == r.to_json());
   CHECK(back.role(GemmRole::wgrad_dy).block.rule == ScaleRule::even);
 }
+
+TEST_CASE("invalid recipes: duplicate keys and deep nesting are refused in one line", "[recipes]") {
+  CHECK_THROWS_WITH(Recipe::from_json(R"({"name": "a", "name": "b"})", "x.json"),
+                    "x.json: duplicate key \"name\" in a JSON object");
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  CHECK_THROWS_WITH(Recipe::from_json("{\"notes\": " + deep + "}", "x.json"),
+                    "x.json: JSON nested deeper than 64 levels");
+}
