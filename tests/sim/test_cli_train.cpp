@@ -100,3 +100,28 @@ TEST_CASE("lpx train --resume refuses a log of another format version in one lin
   CHECK(lines[0] == "lpx: " + log + ": log written by a newer lpx (format lpx-run-7); expected lpx-run-1");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("lpx train: out-of-range numbers are usage errors, never replaced by defaults", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_ranges_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string out = (dir / "run.h5").string(), err = (dir / "err.txt").string();
+  for (const char* bad : {"--lr -1", "--lr nan", "--lr inf", "--batch 0", "--heads 0", "--context 0",
+                          "--layers -1", "--channels 0", "--hidden 0", "--hidden 64,0", "--seed -1",
+                          "--seed 18446744073709551616", "--seed 1e23", "--seed 0x10", "--steps 0",
+                          "--steps -5", "--threads 100000", "--threads -1", "--weight-decay nan",
+                          "--weight-decay -0.1", "--eval-every -1", "--checkpoint-every -2",
+                          "--stats-every -1"}) {
+    INFO(bad);
+    const std::string cmd = std::string(LPX_BINARY) + " train --model gpt --steps 2 --out " + out + " " + bad;
+    const int s = std::system((cmd + " >/dev/null 2>" + err).c_str());
+    CHECK((WIFEXITED(s) ? WEXITSTATUS(s) : -1) == 2);
+    std::ifstream f(err);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(f, line);) lines.push_back(line);
+    CHECK(lines.size() == 1);
+    CHECK_FALSE(std::filesystem::exists(out));  // refused before anything was written
+  }
+  // the largest seed is a seed like any other
+  CHECK(sh(std::string(LPX_BINARY) + " train --model mlp --steps 1 --hidden 8 --batch 4 --seed 18446744073709551615") == 0);
+  std::filesystem::remove_all(dir);
+}

@@ -167,31 +167,45 @@ const bool registered = register_command(90, [](CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train an MLP (Fashion-MNIST) or a small GPT (characters) under a recipe");
   cmd->add_option("--model", a->model, "mlp | gpt")->capture_default_str();
   cmd->add_option("--recipe", a->recipe, "A catalogue name (lpx recipes) or a .json file")->capture_default_str();
-  cmd->add_option("--steps", a->steps, "Training steps (with --resume: the new total)");
-  cmd->add_option("--seed", a->seed, "Seed of init, data order and stochastic rounding")->capture_default_str();
+  // Every number is range-checked (docs/input-policy.md); 0 in the struct means "not given".
+  cmd->add_option("--steps", a->steps, "Training steps (with --resume: the new total)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  add_seed_option(cmd, a->seed, "Seed of init, data order and stochastic rounding (default 0)");
   cmd->add_option("--out", a->out, "HDF5 log and checkpoints (run.h5)");
-  cmd->add_option("--lr", a->lr, "Peak learning rate (default 1e-3 mlp, 3e-3 gpt); warmup then cosine");
-  cmd->add_option("--batch", a->batch, "Batch size (default 128 mlp, 16 gpt)");
-  cmd->add_option("--threads", a->threads, "OpenMP threads (results do not depend on it)");
+  cmd->add_option("--lr", a->lr, "Peak learning rate (default 1e-3 mlp, 3e-3 gpt); warmup then cosine")
+      ->check(kFinitePositive);
+  cmd->add_option("--batch", a->batch, "Batch size (default 128 mlp, 16 gpt)")->check(CLI::Range(1, 1 << 16));
+  add_threads_option(cmd, a->threads, "OpenMP threads (0: OpenMP's default; results do not depend on it)");
   cmd->add_option("--device", a->device,
                   "cpu (default) | gpu: run the recipe's quantizers with the CUDA kernels; GEMMs stay "
                   "on the CPU and the losses are the same bit for bit");
   cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");
-  cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end)");
-  cmd->add_option("--checkpoint-every", a->checkpoint_every, "Checkpoint every N steps (and at the end)");
-  cmd->add_option("--stats-every", a->stats_every, "Quantizer statistics every N steps")->capture_default_str();
-  cmd->add_option("--weight-decay", a->weight_decay, "AdamW weight decay of matrices")->capture_default_str();
-  cmd->add_option("--hidden", a->hidden, "mlp hidden widths (default 256)")->delimiter(',');
+  cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end; 0: only at the end)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--checkpoint-every", a->checkpoint_every,
+                  "Checkpoint every N steps (and at the end; 0: only at the end)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--stats-every", a->stats_every, "Quantizer statistics every N steps (0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--weight-decay", a->weight_decay, "AdamW weight decay of matrices")
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
+  cmd->add_option("--hidden", a->hidden, "mlp hidden widths (default 256)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--activation", a->activation, "mlp: relu | gelu; gpt: gelu | swiglu");
-  cmd->add_option("--layers", a->layers, "gpt blocks (default 2)");
-  cmd->add_option("--channels", a->channels, "gpt width (default 64)");
-  cmd->add_option("--heads", a->heads, "gpt heads (default 4)");
-  cmd->add_option("--context", a->context, "gpt context (default 64)");
+  cmd->add_option("--layers", a->layers, "gpt blocks (default 2)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--channels", a->channels, "gpt width (default 64)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--heads", a->heads, "gpt heads (default 4; must divide the width)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--context", a->context, "gpt context (default 64)")->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
   cmd->add_flag("--stop-on-divergence", a->stop_on_divergence,
                 "End the run (after a checkpoint) at the first online divergence flag");
   cmd->add_option("--thresholds", a->thresholds, "JSON file of divergence thresholds (with --stop-on-divergence)");
-  cmd->add_option("--abort-after", a->abort_after, "Testing: exit abruptly after step N")->group("");
+  cmd->add_option("--abort-after", a->abort_after, "Testing: exit abruptly after step N")
+      ->group("")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->footer(
       "Examples:\n"
       "  lpx train --model mlp --recipe fp32 --steps 938 --eval-every 469 --out mlp.h5\n"
