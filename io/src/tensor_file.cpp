@@ -49,12 +49,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return fmt::format("({})", fmt::join(shape, ", "));
 }
 
-// Element count and byte size of a shape, or nullopt-like false when either overflows.
+// Element count and byte size of a shape, or false when the shape is invalid
+// (checked_numel) or its byte size overflows.
 bool checked_sizes(const std::vector<int64_t>& shape, DType t, int64_t& numel, uint64_t& bytes) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return false;
-  }
+  const int64_t n = checked_numel(shape);
+  if (n < 0) return false;
   uint64_t b = 0;
   if (__builtin_mul_overflow(static_cast<uint64_t>(n), static_cast<uint64_t>(dtype_size(t)), &b))
     return false;
@@ -291,7 +290,8 @@ DType npy_dtype(const std::string& descr, const std::string& source) {
   if (descr == "|V2" || descr == "<V2") return DType::bf16;
   if (descr == "|u1") return DType::u8;
   if (descr == "<u2") return DType::u16;
-  fail(source, fmt::format("unsupported .npy dtype '{}' (supported: {})", descr, kNpySupported));
+  fail(source, fmt::format("unsupported .npy dtype '{}' (supported: {})", printable(descr),
+                           kNpySupported));
 }
 
 const char* npy_descr(DType t) {
@@ -499,10 +499,52 @@ const char* dtype_name(DType t) {
   return "?";
 }
 
-int64_t TensorRef::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+int64_t TensorRef::numel() const { return checked_numel(shape); }
+
+int64_t checked_numel(std::span<const int64_t> shape) {
+  int64_t nonzero = 1;
+  bool zero = false;
+  for (int64_t d : shape) {
+    if (d < 0) return -1;
+    if (d == 0) zero = true;
+    else if (__builtin_mul_overflow(nonzero, d, &nonzero)) return -1;
+  }
+  return zero ? 0 : nonzero;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    } else if (c == '\\') {
+      out += "\\\\";
+      ++i;
+    } else if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+      ++i;
+    } else {
+      // One UTF-8 sequence (valid_utf8 decides), or one stray byte.
+      size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+      if (len == 0 || s.size() - i < len || !valid_utf8(s.substr(i, len))) {
+        out += fmt::format("\\x{:02x}", c);
+        ++i;
+        continue;
+      }
+      const auto c1 = static_cast<unsigned char>(s[i + 1]);
+      if (len == 2 && c == 0xC2 && c1 < 0xA0) {  // U+0080..U+009F: C1 controls (0x9B is CSI)
+        out += fmt::format("\\u{:04x}", c1);
+      } else {
+        out.append(s.substr(i, len));
+      }
+      i += len;
+    }
+  }
+  return out;
 }
 
 TensorFile parse_npy(std::span<const std::byte> data, const std::string& source) {
@@ -539,8 +581,9 @@ TensorFile parse_npy(std::span<const std::byte> data, const std::string& source)
                            : key.text == "shape"         ? &shape
                                                          : nullptr;
     if (slot == nullptr)
-      fail(source, fmt::format(".npy header has an unexpected key '{}'", key.text));
-    if (*slot != nullptr) fail(source, fmt::format(".npy header repeats the key '{}'", key.text));
+      fail(source, fmt::format(".npy header has an unexpected key '{}'", printable(key.text)));
+    if (*slot != nullptr)
+      fail(source, fmt::format(".npy header repeats the key '{}'", printable(key.text)));
     *slot = &value;
   }
   if (descr == nullptr || fortran == nullptr || shape == nullptr)
@@ -577,6 +620,7 @@ TensorFile parse_npy(std::span<const std::byte> data, const std::string& source)
   t.bytes = data.subspan(offset, static_cast<size_t>(expected));
   TensorFile file;
   file.tensors.push_back(std::move(t));
+  file.kind = FileKind::npy;
   return file;
 }
 
@@ -615,10 +659,10 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
                          return true;
                        });
   } catch (const json::exception& e) {
-    fail(source, fmt::format("invalid JSON in .safetensors header: {}", e.what()));
+    fail(source, fmt::format("invalid JSON in .safetensors header: {}", printable(e.what())));
   }
   if (!duplicate.empty())
-    fail(source, fmt::format(".safetensors header repeats the key '{}'", duplicate));
+    fail(source, fmt::format(".safetensors header repeats the key '{}'", printable(duplicate)));
   if (!root.is_object()) fail(source, ".safetensors header is not a JSON object");
 
   const uint64_t data_size = data.size() - 8 - n;
@@ -629,6 +673,7 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
   };
   std::vector<Entry> entries;
   TensorFile file;
+  file.kind = FileKind::safetensors;
   for (const auto& item : root.items()) {
     // Named variables, not a structured binding: clang 14 cannot capture bindings in `where`.
     const std::string& name = item.key();
@@ -637,12 +682,15 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
       if (!info.is_object()) fail(source, ".safetensors __metadata__ is not an object");
       for (const auto& [key, value] : info.items()) {
         if (!value.is_string())
-          fail(source, fmt::format(".safetensors __metadata__ value of '{}' is not a string", key));
+          fail(source, fmt::format(".safetensors __metadata__ value of '{}' is not a string",
+                                   printable(key)));
         file.metadata.emplace_back(key, value.get<std::string>());
       }
       continue;
     }
-    const auto where = [&](const std::string& what) { fail(source, fmt::format("tensor '{}': {}", name, what)); };
+    const auto where = [&](const std::string& what) {
+      fail(source, fmt::format("tensor '{}': {}", printable(name), what));
+    };
     if (!info.is_object()) where("entry is not a JSON object");
     for (const char* key : {"dtype", "shape", "data_offsets"})
       if (!info.contains(key)) where(fmt::format("missing key '{}'", key));
@@ -652,7 +700,7 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
     const auto it = std::find_if(kStDtypes.begin(), kStDtypes.end(),
                                  [&](const StDtype& d) { return dname == d.name; });
     if (it == kStDtypes.end())
-      where(fmt::format("unsupported dtype '{}' (supported: {})", dname, st_supported()));
+      where(fmt::format("unsupported dtype '{}' (supported: {})", printable(dname), st_supported()));
     const json& js = info["shape"];
     if (!js.is_array()) where("shape is not an array");
     Entry e;
@@ -696,7 +744,7 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
   for (const Entry& e : entries) {
     if (e.begin < pos)
       fail(source, fmt::format("tensors '{}' and '{}' overlap (bytes {} to {} of the data section)",
-                               previous->ref.name, e.ref.name, e.begin, pos));
+                               printable(previous->ref.name), printable(e.ref.name), e.begin, pos));
     if (e.begin > pos)
       fail(source, fmt::format("bytes {} to {} of the data section belong to no tensor "
                                "(the safetensors format allows no holes)", pos, e.begin));
@@ -712,7 +760,7 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
       if (std::none_of(entries.begin(), entries.end(),
                        [&](const Entry& e) { return e.ref.name == wanted; })) {
         std::vector<std::string> available;
-        for (const Entry& e : entries) available.push_back(e.ref.name);
+        for (const Entry& e : entries) available.push_back(printable(e.ref.name));
         std::sort(available.begin(), available.end());
         constexpr size_t kShown = 20;
         std::string more;
@@ -720,7 +768,7 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
           more = fmt::format(", ... ({} more)", available.size() - kShown);
           available.resize(kShown);
         }
-        fail(source, fmt::format("no tensor named '{}' (available: {}{})", wanted,
+        fail(source, fmt::format("no tensor named '{}' (available: {}{})", printable(wanted),
                                  available.empty() ? "none" : fmt::format("{}", fmt::join(available, ", ")),
                                  more));
       }
@@ -734,20 +782,26 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
 
 TensorFile parse_raw_f32(std::span<const std::byte> data, const std::vector<int64_t>& shape,
                          const std::string& source) {
+  return parse_raw(data, DType::f32, shape, source);
+}
+
+TensorFile parse_raw(std::span<const std::byte> data, DType dtype, const std::vector<int64_t>& shape,
+                     const std::string& source) {
   if (data.empty()) fail(source, "empty input");
-  if (data.size() % 4 != 0)
-    fail(source, fmt::format("size {} is not a multiple of 4 bytes", data.size()));
-  const auto count = static_cast<int64_t>(data.size() / 4);
+  const size_t size = dtype_size(dtype);
+  if (data.size() % size != 0)
+    fail(source, fmt::format("size {} is not a multiple of {} bytes", data.size(), size));
+  const auto count = static_cast<int64_t>(data.size() / size);
   TensorRef t;
-  t.dtype = DType::f32;
+  t.dtype = dtype;
   if (shape.empty()) {
     t.shape = {count};
   } else {
     int64_t numel = 0;
     uint64_t bytes = 0;
-    if (!checked_sizes(shape, DType::f32, numel, bytes) || numel != count)
-      fail(source, fmt::format("shape {} does not match the {} float32 values of the input",
-                               fmt::join(shape, "x"), count));
+    if (!checked_sizes(shape, dtype, numel, bytes) || numel != count)
+      fail(source, fmt::format("shape {} does not match the {} {} values of the input",
+                               fmt::join(shape, "x"), count, dtype_name(dtype)));
     t.shape = shape;
   }
   t.bytes = data;
@@ -756,26 +810,38 @@ TensorFile parse_raw_f32(std::span<const std::byte> data, const std::vector<int6
   return file;
 }
 
+FileKind detect_kind(std::span<const std::byte> data) {
+  if (has_npy_magic(data)) return FileKind::npy;
+  if (data.size() >= 10) {
+    const uint64_t n = load_le(data, 0, 8);
+    if (n >= 2 && n <= kMaxSafetensorsHeader && n <= data.size() - 8 &&
+        std::to_integer<char>(data[8]) == '{')
+      return FileKind::safetensors;
+  }
+  return FileKind::raw;
+}
+
 TensorFile read_tensor_file(const std::string& path, const std::vector<int64_t>& raw_shape,
-                            const std::vector<std::string>& names) {
+                            const std::vector<std::string>& names, DType raw_dtype) {
   Input in;
   std::string source = path;
-  bool npy = false;
-  bool safetensors = false;
+  FileKind kind = FileKind::raw;
   if (path == "-") {
     source = "<stdin>";
     in = owned_input(read_all(STDIN_FILENO, source));
     if (in.bytes.empty()) fail(source, "empty input");
-    npy = has_npy_magic(in.bytes);
+    kind = detect_kind(in.bytes);
   } else {
     in = map_file(path);
-    npy = ends_with_ci(path, ".npy");
-    safetensors = ends_with_ci(path, ".safetensors");
+    kind = ends_with_ci(path, ".npy")           ? FileKind::npy
+           : ends_with_ci(path, ".safetensors") ? FileKind::safetensors
+                                                : FileKind::raw;
   }
-  TensorFile file = npy           ? parse_npy(in.bytes, source)
-                    : safetensors ? parse_safetensors(in.bytes, names, source)
-                                  : parse_raw_f32(in.bytes, raw_shape, source);
+  TensorFile file = kind == FileKind::npy           ? parse_npy(in.bytes, source)
+                    : kind == FileKind::safetensors ? parse_safetensors(in.bytes, names, source)
+                                                    : parse_raw(in.bytes, raw_dtype, raw_shape, source);
   file.storage = std::move(in.storage);
+  file.kind = kind;
   return file;
 }
 
@@ -811,7 +877,7 @@ std::vector<float> to_float32(const TensorRef& t) {
     case DType::u8:
     case DType::u16:
       throw DataError(fmt::format("tensor '{}' holds {} codes, not floats; decode them with a format",
-                                  t.name, dtype_name(t.dtype)));
+                                  printable(t.name), dtype_name(t.dtype)));
   }
   return out;
 }
@@ -958,9 +1024,10 @@ void OutputFile::open(const std::string& prefix) {
 }
 
 void OutputFile::discard() noexcept {
-  if (fd_ >= 0 && !tmp_.empty()) {
-    ::close(fd_);
-    ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) {  // else stdout, which stays open
+    if (fd_ >= 0) ::close(fd_);
+    ::unlink(tmp_.c_str());  // also once finish()ed: commit_together renames it or not
+    tmp_.clear();
   }
   fd_ = -1;
 }
@@ -981,21 +1048,19 @@ void OutputFile::append(std::span<const std::byte> bytes) {
   remaining_ -= bytes.size();
 }
 
-void OutputFile::commit() {
+void OutputFile::finish() {
   if (fd_ < 0) throw std::logic_error("OutputFile::commit after commit or failure");
   if (remaining_ != 0) {
     discard();
     throw std::invalid_argument(fmt::format("OutputFile: {} bytes of the tensor never written",
                                             remaining_));
   }
-  if (tmp_.empty()) {  // stdout
-    fd_ = -1;
-    return;
-  }
   const int fd = fd_;
   fd_ = -1;
+  if (tmp_.empty()) return;  // stdout
   const auto give_up = [&](const std::string& why) {
     ::unlink(tmp_.c_str());
+    tmp_.clear();
     fail(path_, why);
   };
   if (::fsync(fd) != 0) {
@@ -1004,8 +1069,106 @@ void OutputFile::commit() {
     give_up(fmt::format("cannot sync: {}", std::strerror(e)));
   }
   if (::close(fd) != 0) give_up(fmt::format("cannot close: {}", std::strerror(errno)));
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-    give_up(fmt::format("cannot rename {} to it: {}", tmp_, std::strerror(errno)));
+}
+
+void OutputFile::commit() {
+  finish();
+  if (tmp_.empty()) return;  // stdout
+  const std::string tmp = std::move(tmp_);
+  tmp_.clear();
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    fail(path_, fmt::format("cannot rename {} to it: {}", tmp, std::strerror(e)));
+  }
+}
+
+namespace {
+bool exists_no_follow(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+}  // namespace
+
+void commit_together(std::span<OutputFile* const> files) {
+  std::set<std::string> paths;
+  for (const OutputFile* f : files) {
+    if (f == nullptr || f->path_ == "-" || !paths.insert(f->path_).second)
+      throw std::invalid_argument("commit_together: the files must be distinct paths, not stdout");
+  }
+  const auto discard_all = [&] {
+    for (OutputFile* f : files) f->discard();
+  };
+  // Phase 1: every byte written and synced, or nothing is touched.
+  try {
+    for (OutputFile* f : files) f->finish();
+  } catch (...) {
+    discard_all();
+    throw;
+  }
+  // Phase 2: the old targets kept aside, then the renames in order.
+  struct Step {
+    std::string target, tmp, backup;  // backup empty: the target did not exist
+  };
+  std::vector<Step> steps;
+  for (OutputFile* f : files) steps.push_back({f->path_, f->tmp_, ""});
+  for (OutputFile* f : files) f->tmp_.clear();  // owned by `steps` from here on
+  const auto remove_temporaries = [&](size_t from) {
+    for (size_t k = from; k < steps.size(); ++k) ::unlink(steps[k].tmp.c_str());
+  };
+  const auto remove_backups = [&] {
+    for (const Step& st : steps)
+      if (!st.backup.empty()) ::unlink(st.backup.c_str());
+  };
+  for (Step& st : steps) {
+    struct stat info {};
+    if (::lstat(st.target.c_str(), &info) != 0 || !(S_ISREG(info.st_mode) || S_ISLNK(info.st_mode)))
+      continue;  // nothing to keep (a directory in the way fails its rename below)
+    const std::string backup = fmt::format("{}.old.{}", st.target, ::getpid());
+    ::unlink(backup.c_str());  // a stale one of a dead process with our pid
+    if (::link(st.target.c_str(), backup.c_str()) != 0 &&
+        ::rename(st.target.c_str(), backup.c_str()) != 0) {
+      const int e = errno;
+      // Renamed aside targets go back; nothing new was renamed yet.
+      for (Step& done : steps) {
+        if (done.backup.empty()) continue;
+        if (!exists_no_follow(done.target)) ::rename(done.backup.c_str(), done.target.c_str());
+        else ::unlink(done.backup.c_str());
+      }
+      remove_temporaries(0);
+      fail(st.target, fmt::format("cannot keep the old file as {}: {}; nothing was replaced",
+                                  backup, std::strerror(e)));
+    }
+    st.backup = backup;
+  }
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (::rename(steps[i].tmp.c_str(), steps[i].target.c_str()) == 0) continue;
+    const int e = errno;
+    remove_temporaries(i);
+    // Roll back: the targets renamed so far get their old files back (or go).
+    std::vector<std::string> unrestored;
+    for (size_t j = 0; j < steps.size(); ++j) {
+      const Step& st = steps[j];
+      if (j < i) {
+        const bool ok = st.backup.empty() ? ::unlink(st.target.c_str()) == 0
+                                          : ::rename(st.backup.c_str(), st.target.c_str()) == 0;
+        if (!ok) unrestored.push_back(st.target);
+      } else if (!st.backup.empty() && !exists_no_follow(st.target)) {
+        // Renamed aside (no hard links) and not replaced: put it back.
+        if (::rename(st.backup.c_str(), st.target.c_str()) != 0) unrestored.push_back(st.target);
+      } else if (!st.backup.empty()) {
+        ::unlink(st.backup.c_str());
+      }
+    }
+    if (!unrestored.empty())
+      fail(steps[i].target,
+           fmt::format("cannot rename {} to it: {}; restoring the files renamed before it failed "
+                       "too, so {} no longer match it (their old versions are kept as *.old.{})",
+                       steps[i].tmp, std::strerror(e), fmt::join(unrestored, ", "), ::getpid()));
+    fail(steps[i].target, fmt::format("cannot rename {} to it: {}; nothing was replaced",
+                                      steps[i].tmp, std::strerror(e)));
+  }
+  remove_backups();
 }
 
 std::vector<int64_t> parse_shape(const std::string& text) {

@@ -840,3 +840,173 @@ TEST_CASE("OutputFile leaves no file behind unless every byte was appended and c
                      "no unambiguous .npy dtype");
   CHECK(no_files());
 }
+
+TEST_CASE("stdin: .safetensors is detected by its header, raw data is not mistaken for one") {
+  // Before: stdin was .npy by magic or else raw float32, so a .safetensors piped in was
+  // read as floats (its header bytes included) without a word.
+  TempDir dir;
+  std::string json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}";
+  json.append((8 - json.size() % 8) % 8, ' ');  // as writers pad it
+  const std::string st = st_bytes(json, le_bytes(kSix));
+  write_file(dir.file("st"), st);
+  with_stdin(dir.file("st"), [] {
+    const auto f = lpx::io::read_tensor_file("-");
+    CHECK(f.kind == lpx::io::FileKind::safetensors);
+    REQUIRE(f.tensors.size() == 1);
+    CHECK(f.tensors[0].name == "w");
+    CHECK(f.tensors[0].shape == std::vector<int64_t>{2, 3});
+    CHECK(lpx::io::to_float32(f.tensors[0]) == kSix);
+  });
+  with_stdin(dir.file("st"), [] {
+    REQUIRE_DATA_ERROR(lpx::io::read_tensor_file("-", {}, {"v"}), "<stdin>: no tensor named 'v'");
+  });
+  CHECK(lpx::io::detect_kind(span_of(st)) == lpx::io::FileKind::safetensors);
+  CHECK(lpx::io::detect_kind(span_of(npy_bytes(1, kF32Dict, le_bytes(kSix)))) == lpx::io::FileKind::npy);
+  // Raw float32 data: zeros, the sample, and near misses of the header rule.
+  CHECK(lpx::io::detect_kind(span_of(le_bytes(std::vector<float>(64, 0.0f)))) == lpx::io::FileKind::raw);
+  CHECK(lpx::io::detect_kind(span_of(le_bytes(kSix))) == lpx::io::FileKind::raw);
+  CHECK(lpx::io::detect_kind(span_of(u_le(1, 8) + "{" + std::string(7, ' '))) == lpx::io::FileKind::raw);
+  CHECK(lpx::io::detect_kind(span_of(u_le(40, 8) + "{}")) == lpx::io::FileKind::raw);  // runs past the end
+  CHECK(lpx::io::detect_kind(span_of(u_le(2, 8) + " {")) == lpx::io::FileKind::raw);
+  // A named raw file is raw whatever its bytes: the extension decides.
+  write_file(dir.file("st.bin"), st);
+  const auto raw = lpx::io::read_tensor_file(dir.file("st.bin"));
+  CHECK(raw.kind == lpx::io::FileKind::raw);
+  CHECK(raw.tensors[0].numel() == static_cast<int64_t>(st.size() / 4));
+  write_file(dir.file("raw"), le_bytes(kSix));
+  with_stdin(dir.file("raw"), [] { CHECK(lpx::io::read_tensor_file("-").kind == lpx::io::FileKind::raw); });
+}
+
+TEST_CASE("raw files of codes: uint8 and uint16 elements with a shape") {
+  TempDir dir;
+  write_file(dir.file("c.bin"), "\x01\x02\x03\x04\x05\x06");
+  const auto u8 = lpx::io::read_tensor_file(dir.file("c.bin"), {2, 3}, {}, DType::u8);
+  CHECK(u8.tensors[0].dtype == DType::u8);
+  CHECK(u8.tensors[0].shape == std::vector<int64_t>{2, 3});
+  const auto u16 = lpx::io::read_tensor_file(dir.file("c.bin"), {}, {}, DType::u16);
+  CHECK(u16.tensors[0].shape == std::vector<int64_t>{3});
+  write_file(dir.file("odd.bin"), "\x01\x02\x03");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("odd.bin"), {}, {}, DType::u16),
+                     "size 3 is not a multiple of 2 bytes");
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file(dir.file("c.bin"), {4}, {}, DType::u8),
+                     "shape 4 does not match the 6 uint8 values");
+}
+
+TEST_CASE("shapes whose non-zero extents overflow int64 are refused even with a zero extent") {
+  // numpy refuses them too; a zero extent must not hide an overflowing product from the
+  // shape arithmetic downstream (strides, scale grids).
+  CHECK(lpx::io::checked_numel(std::vector<int64_t>{0, INT64_MAX}) == 0);
+  CHECK(lpx::io::checked_numel(std::vector<int64_t>{INT64_MAX, 0}) == 0);
+  CHECK(lpx::io::checked_numel(std::vector<int64_t>{}) == 1);
+  CHECK(lpx::io::checked_numel(std::vector<int64_t>{0, int64_t{1} << 62, 4}) == -1);
+  CHECK(lpx::io::checked_numel(std::vector<int64_t>{int64_t{1} << 62, 4, 0}) == -1);
+  CHECK(lpx::io::checked_numel(std::vector<int64_t>{3, -1}) == -1);
+  const std::string zero_huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 9223372036854775807), }";
+  const auto f = parse_npy(npy_bytes(1, zero_huge, ""));
+  CHECK(f.tensors[0].numel() == 0);
+  const std::string overflow = "{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 4, 0), }";
+  REQUIRE_DATA_ERROR(parse_npy(npy_bytes(1, overflow, "")), "overflows the element count");
+  REQUIRE_DATA_ERROR(parse_st(st_bytes("{\"a\":{\"dtype\":\"F32\",\"shape\":[0,4611686018427387904,4],"
+                                       "\"data_offsets\":[0,0]}}", "")),
+                     "overflows");
+}
+
+TEST_CASE("names and strings from a file are escaped in messages") {
+  // A tensor name with ESC, BEL and a C1 CSI (U+009B) would drive the terminal that shows
+  // the message; they come back as \x1b, \x07 and \u009b (and '\' as "\\").
+  CHECK(lpx::io::printable("plain name.w") == "plain name.w");
+  CHECK(lpx::io::printable("a\x1b[31mb\x07") == "a\\x1b[31mb\\x07");
+  CHECK(lpx::io::printable("\x7f\\") == "\\x7f\\\\");
+  CHECK(lpx::io::printable("\xc2\x9b" "2J") == "\\u009b2J");
+  CHECK(lpx::io::printable("caf\xc3\xa9 \xe2\x82\xac") == "caf\xc3\xa9 \xe2\x82\xac");  // UTF-8 stays
+  CHECK(lpx::io::printable("\xff\xc3") == "\\xff\\xc3");  // not UTF-8
+  const std::string esc = "{\"e\\u001b[2J\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}";
+  try {
+    parse_st(st_bytes(esc, std::string(8, '\0')));
+    FAIL("expected a DataError");
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    CHECK(m.find('\x1b') == std::string::npos);
+    CHECK_THAT(m, Catch::Contains("tensor 'e\\x1b[2J'"));
+  }
+  const std::string two = "{\"a\\u0007\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  try {
+    parse_st(st_bytes(two, std::string(4, '\0')), {"b\x1b"});
+    FAIL("expected a DataError");
+  } catch (const DataError& e) {
+    const std::string m = e.what();
+    CHECK(m.find('\x1b') == std::string::npos);
+    CHECK(m.find('\x07') == std::string::npos);
+    CHECK_THAT(m, Catch::Contains("no tensor named 'b\\x1b' (available: a\\x07)"));
+  }
+  REQUIRE_DATA_ERROR(parse_npy(npy_bytes(1, "{'descr': '<f4\x1b', 'fortran_order': False, 'shape': (1,), }",
+                                         std::string(4, '\0'))),
+                     "unsupported .npy dtype '<f4\\x1b'");
+}
+
+namespace {
+std::vector<std::string> leftovers(const TempDir& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    const std::string name = e.path().filename().string();
+    if (name.find(".tmp.") != std::string::npos || name.find(".old.") != std::string::npos)
+      out.push_back(name);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("commit_together replaces a set of files all together or not at all") {
+  TempDir dir;
+  const std::vector<float> v(16, 1.5f);
+  const auto bytes = std::as_bytes(std::span<const float>(v));
+  const std::string a = dir.file("x.scales.npy"), b = dir.file("x.tensor_scale.npy"),
+                    main = dir.file("x.npy");
+  const auto fill = [&](lpx::io::OutputFile& f) { f.append(bytes); };
+  const auto commit3 = [&](size_t main_bytes) {
+    lpx::io::OutputFile fa(a, DType::f32, {16}), fb(b, DType::f32, {16}), fm(main, DType::f32, {16});
+    fill(fa);
+    fill(fb);
+    fm.append(bytes.first(main_bytes));
+    lpx::io::OutputFile* files[] = {&fa, &fb, &fm};
+    lpx::io::commit_together(files);
+  };
+  // Success: all three written, nothing else left.
+  commit3(64);
+  CHECK(lpx::io::to_float32(lpx::io::read_tensor_file(main).tensors[0]) == v);
+  CHECK(lpx::io::to_float32(lpx::io::read_tensor_file(a).tensors[0]) == v);
+  CHECK(leftovers(dir).empty());
+
+  // Phase 1 fails (the main file is short): no target changes.
+  write_file(a, "old a");
+  write_file(b, "old b");
+  write_file(main, "old main");
+  CHECK_THROWS_AS(commit3(60), std::invalid_argument);
+  CHECK(read_file(a) == "old a");
+  CHECK(read_file(b) == "old b");
+  CHECK(read_file(main) == "old main");
+  CHECK(leftovers(dir).empty());
+
+  // Phase 2 fails on the main file (a directory is in its way) after both siblings were
+  // renamed into place: they are rolled back to their old contents. Before, the new
+  // siblings stayed (or were deleted) beside the old main file: a mismatched set.
+  fs::remove(main);
+  fs::create_directory(main);
+  REQUIRE_DATA_ERROR(commit3(64), "nothing was replaced");
+  CHECK(read_file(a) == "old a");
+  CHECK(read_file(b) == "old b");
+  CHECK(fs::is_directory(main));
+  CHECK(leftovers(dir).empty());
+
+  // A sibling that did not exist before is removed again by the rollback.
+  fs::remove(b);
+  REQUIRE_DATA_ERROR(commit3(64), "nothing was replaced");
+  CHECK(read_file(a) == "old a");
+  CHECK_FALSE(fs::exists(b));
+  CHECK(leftovers(dir).empty());
+
+  // Stdout and repeated paths are not a set of files.
+  lpx::io::OutputFile s1(dir.file("s.f32"), DType::f32, {16}), s2(dir.file("s.f32"), DType::f32, {16});
+  lpx::io::OutputFile* same[] = {&s1, &s2};
+  CHECK_THROWS_AS(lpx::io::commit_together(same), std::invalid_argument);
+}

@@ -11,6 +11,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,6 +35,10 @@ struct TensorRef {
   int64_t numel() const;
 };
 
+// What a tensor file is: chosen by the extension for a named file (.npy, .safetensors,
+// anything else raw), by the content for stdin (detect_kind).
+enum class FileKind : uint8_t { raw, npy, safetensors };
+
 // Keeps the mapping (or buffer) alive; tensors point into it.
 // For a file, `storage` owns the read-only MAP_PRIVATE mapping and storage.get() is the
 // mapping's base address (it munmaps when the last copy goes); for stdin it owns the bytes
@@ -44,16 +49,30 @@ class TensorFile {
   std::shared_ptr<const void> storage;
   // Safetensors "__metadata__" (string -> string) in key order; empty for other formats.
   std::vector<std::pair<std::string, std::string>> metadata;
+  FileKind kind = FileKind::raw;  // what read_tensor_file read it as
 };
 
-// Opens by extension: .npy, .safetensors, anything else is raw float32 that needs
-// `raw_shape` (empty: 1-D of the whole file). "-" reads stdin (raw or .npy by magic).
+// Opens by extension: .npy, .safetensors, anything else is raw data of `raw_dtype`
+// (float32 unless a caller reads raw codes) that takes `raw_shape` (empty: 1-D of the
+// whole file). "-" reads stdin, whose kind detect_kind() tells from its first bytes.
 // `names` selects safetensors tensors (empty: all); an unknown name is a DataError.
-// `raw_shape` is ignored for .npy and .safetensors (they carry their shapes).
+// `raw_shape` and `names` are ignored where they do not apply (TensorFile::kind says
+// which kind was read, so a caller can refuse them).
 // An empty raw file or empty stdin is a DataError ("empty input"); a .npy of shape (0,)
 // is a valid tensor with numel() == 0.
 TensorFile read_tensor_file(const std::string& path, const std::vector<int64_t>& raw_shape = {},
-                            const std::vector<std::string>& names = {});
+                            const std::vector<std::string>& names = {},
+                            DType raw_dtype = DType::f32);
+
+// The kind of a tensor file from its first bytes (how stdin is read):
+//   npy          the magic "\x93NUMPY";
+//   safetensors  an 8-byte little-endian header length N with 2 <= N <= the bytes that
+//                follow and N <= 100 MB, then '{' as the header's first byte;
+//   raw          anything else.
+// Raw float32 data read as safetensors would have to start with a positive float32 below
+// 2^-115 (whose bits are N), then +0.0, then a float32 whose low byte is 0x7B; read from
+// a named file (any other extension) such data is always raw.
+FileKind detect_kind(std::span<const std::byte> data);
 
 // The parsers behind read_tensor_file, on bytes in memory (the file readers map the file
 // and call these; the fuzz targets call them directly). The returned tensors point into
@@ -72,6 +91,20 @@ TensorFile parse_safetensors(std::span<const std::byte> data,
 // Raw little-endian float32: one tensor of `shape` (empty: 1-D of all the values).
 TensorFile parse_raw_f32(std::span<const std::byte> data, const std::vector<int64_t>& shape = {},
                          const std::string& source = "<memory>");
+// Raw little-endian elements of any dtype (parse_raw_f32 is dtype f32).
+TensorFile parse_raw(std::span<const std::byte> data, DType dtype,
+                     const std::vector<int64_t>& shape = {}, const std::string& source = "<memory>");
+
+// A shape's element count, or -1 when it has a negative extent or when the product of
+// its non-zero extents overflows int64 (numpy refuses such shapes too: a zero extent
+// does not make (0, 2^62, 4) a valid shape). The readers refuse such shapes.
+int64_t checked_numel(std::span<const int64_t> shape);
+
+// `text` with every byte that could act on a terminal escaped: C0 controls and DEL as
+// \xNN, C1 controls (U+0080..U+009F) as \u00NN, bytes that are not UTF-8 as \xNN, and the
+// backslash itself as \\. Every name or string from a file that reaches a message or a
+// printed table goes through it (tensor names, metadata, .npy descr).
+std::string printable(std::string_view text);
 
 // Converts any float tensor (f32, f16, bf16, f8_e4m3, f8_e5m2) to float32, exactly.
 std::vector<float> to_float32(const TensorRef& t);
@@ -129,13 +162,35 @@ class OutputFile {
   void append(std::span<const std::byte> bytes);  // more than the tensor holds: invalid_argument
   void commit();                                  // fewer: invalid_argument, file removed
 
+  const std::string& path() const { return path_; }
+
  private:
+  friend void commit_together(std::span<OutputFile* const> files);
   void open(const std::string& prefix);
+  void finish();  // every byte appended, synced and closed; the temporary stays
   void discard() noexcept;
   std::string path_, tmp_;
   uint64_t remaining_ = 0;
   int fd_ = -1;
 };
+
+// Commits several OutputFiles as one output (`lpx quantize --emit packed` to .npy: the
+// codes file and its .scales.npy and .tensor_scale.npy siblings), all or nothing, in two
+// phases:
+//   1. every file is finished (all bytes appended, synced, closed). A failure here
+//      removes every temporary and leaves every target untouched.
+//   2. the temporaries are renamed over their targets in the order given (put the main
+//      file last: a reader that finds it finds its siblings), each existing target first
+//      kept as a hard link "<target>.old.<pid>" (renamed there where the file system
+//      has no hard links). A rename that fails rolls back the ones before it: their old
+//      files are renamed back (targets that did not exist are removed), the remaining
+//      temporaries are removed, and the DataError says "nothing was replaced". If a
+//      rollback step fails too, the DataError names the files that no longer match and
+//      where the old ones are kept, instead of leaving a mismatched set silently.
+// On success the .old.<pid> links are removed. Only a crash between two renames of phase
+// 2 can leave new and old files side by side (with the .old.<pid> links beside them).
+// Files must be distinct paths other than "-" (std::invalid_argument).
+void commit_together(std::span<OutputFile* const> files);
 
 // Parses "4x32x16" into {4, 32, 16}; throws std::invalid_argument on bad syntax: empty
 // text or dimension, anything but decimal digits and 'x', a zero dimension (a tensor
