@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "lpx/formats/codec.hpp"
 #include "lpx/numerics/float_bits.hpp"
@@ -61,14 +62,23 @@ Layout make_layout(std::span<const int64_t> shape_in, const BlockFormat& f) {
   L.shape.assign(shape_in.begin(), shape_in.end());
   if (L.shape.empty()) L.shape.push_back(1);  // a 0-D tensor is one element
   const size_t r = L.shape.size();
-  for (int64_t d : L.shape)
+  // The product of the non-zero extents must fit int64 (as numpy requires): then every
+  // stride, element count, grid extent and block count below does too, also for a
+  // zero-element tensor such as [0, 2^63 - 1].
+  int64_t nonzero = 1;
+  bool zero = false;
+  for (int64_t d : L.shape) {
     if (d < 0) throw std::invalid_argument("tensor shape has a negative dimension");
+    if (d == 0) zero = true;
+    else if (__builtin_mul_overflow(nonzero, d, &nonzero))
+      throw std::invalid_argument(fmt::format(
+          "tensor shape [{}] has more elements than int64 counts", fmt::join(L.shape, ", ")));
+  }
   L.kind = f.block.kind;
   L.ext.assign(r, 1);
   L.stride.assign(r, 1);
   for (size_t d = r - 1; d > 0; --d) L.stride[d - 1] = L.stride[d] * L.shape[d];
-  L.numel = 1;
-  for (int64_t d : L.shape) L.numel *= d;
+  L.numel = zero ? 0 : nonzero;
   switch (f.block.kind) {
     case BlockShape::Kind::vector:
       L.col_axis = resolve_axis(f.block.axis, r);
@@ -93,7 +103,8 @@ Layout make_layout(std::span<const int64_t> shape_in, const BlockFormat& f) {
   L.grid.resize(r);
   L.nblocks = 1;
   for (size_t d = 0; d < r; ++d) {
-    L.grid[d] = (L.shape[d] + L.ext[d] - 1) / L.ext[d];
+    // ceil(shape / ext) without shape + ext - 1, which overflows for extents near 2^63.
+    L.grid[d] = L.shape[d] / L.ext[d] + (L.shape[d] % L.ext[d] != 0 ? 1 : 0);
     L.nblocks *= L.grid[d];
   }
   return L;
@@ -256,7 +267,19 @@ QuantizeResult quantize_blocks(TensorView<const float> x, const BlockFormat& for
   const bool coded_scale = format.scale_is_code();
   if (coded_scale) q.scale_codes.assign(static_cast<size_t>(L.nblocks), 0);
   else q.scale_values.assign(static_cast<size_t>(L.nblocks), 0.0f);
-  if (L.numel == 0) return {std::move(q), false};
+  if (L.numel == 0) {
+    // No elements, but a whole result: tensor-wide scales of amax 0 (or of the whole
+    // tensor's amax, for an empty piece), so a two-level format has its tensor scale
+    // (s_enc = 1, docs/formats.md#nvfp4) and dequantize() accepts the result.
+    if (L.kind == BlockShape::Kind::tensor || format.two_level()) {
+      q.amax = opt.whole_tensor_amax ? bits_to_float(opt.whole_tensor_amax->finite_bits) : 0.0f;
+      if (format.two_level()) {
+        Context ctx = make_context(format, opt);
+        set_tensor_scale(q.amax, ctx, q);
+      }
+    }
+    return {std::move(q), false};
+  }
 
   Context ctx = make_context(format, opt);
   TensorCall c = make_call(L, opt.threads);

@@ -898,28 +898,35 @@ HWY_EXPORT(DequantizeRows);
 
 namespace lpx::quantize_detail {
 
+// HWY_DYNAMIC_DISPATCH(F) names F relative to the calling namespace: a dispatch table
+// F...DispatchTable with several targets, but N_<TARGET>::F when only one target is
+// compiled (HWY_COMPILE_ONLY_STATIC, _EMU128, _SCALAR, or a -march baseline that leaves
+// one), where "simd::F" would become N_<TARGET>::simd::F, which does not exist. The
+// using-directive lets the unqualified names resolve to lpx::simd's in both cases.
+using namespace lpx::simd;
+
 void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTotals& t) {
-  HWY_DYNAMIC_DISPATCH(simd::QuantizeBlocks)(&job, b0, b1, &t);
+  HWY_DYNAMIC_DISPATCH(QuantizeBlocks)(&job, b0, b1, &t);
 }
 void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
                       uint64_t first, int64_t stride) {
-  HWY_DYNAMIC_DISPATCH(simd::RandomRows)(&job, out, rows, cols, first, stride);
+  HWY_DYNAMIC_DISPATCH(RandomRows)(&job, out, rows, cols, first, stride);
 }
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n) {
   Amax a;
-  HWY_DYNAMIC_DISPATCH(simd::RangeAmax)(&job, i0, n, &a);
+  HWY_DYNAMIC_DISPATCH(RangeAmax)(&job, i0, n, &a);
   return a;
 }
 void simd_quantize_range(const BlockJob& job, int64_t i0, int64_t n, const BlockScale& s,
                          BlockTotals& t) {
-  HWY_DYNAMIC_DISPATCH(simd::QuantizeRange)(&job, i0, n, &s, &t);
+  HWY_DYNAMIC_DISPATCH(QuantizeRange)(&job, i0, n, &s, &t);
 }
 void simd_dequantize_rows(const BlockJob& job, int64_t i0, int64_t rows, int64_t cols,
                           const float* decs, float dec) {
-  HWY_DYNAMIC_DISPATCH(simd::DequantizeRows)(&job, i0, rows, cols, decs, dec);
+  HWY_DYNAMIC_DISPATCH(DequantizeRows)(&job, i0, rows, cols, decs, dec);
 }
 void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1) {
-  HWY_DYNAMIC_DISPATCH(simd::DequantizeBlocks)(&job, b0, b1);
+  HWY_DYNAMIC_DISPATCH(DequantizeBlocks)(&job, b0, b1);
 }
 
 }  // namespace lpx::quantize_detail

@@ -47,8 +47,7 @@
 //                    e4m3 (NVFP4): a block with amax_b > 0 whose s_dec_b rounds to 0 (the
 //                    block scale underflows and the block dequantizes to zeros) counts.
 //   block vs axis    a block longer than its axis (or a tile larger than the matrix) is
-//                    one ragged block; the library accepts it (the CLI rejects a 1xN
-//                    block longer than its axis as a likely mistake).
+//                    one ragged block (the library and `lpx quantize` alike).
 //   overflow         elements saturate to +-max finite by default (Overflow::sat);
 //                    Overflow::ieee gives Inf/NaN per the element format.
 //   subnormal input  float32 subnormals are quantized as they are, unless
@@ -187,9 +186,12 @@ struct QuantizedTensor {
   QuantizeStats stats;
 };
 
-// Throws std::invalid_argument on a shape/size mismatch, an axis out of range, an invalid
-// format (validate()), or a history with blocks that are not per-tensor or scales that
-// are not fp32. A 0-D tensor (empty shape) is one element.
+// Throws std::invalid_argument on a shape/size mismatch, a shape whose non-zero extents
+// multiply past int64 (even with a zero extent beside them), an axis out of range, an
+// invalid format (validate()), or a history with blocks that are not per-tensor or scales
+// that are not fp32. A 0-D tensor (empty shape) is one element. A tensor with a zero
+// extent has no elements and a scale grid with a zero extent (no scales); its tensor
+// scale, for two-level formats, is that of amax 0 (s_enc = 1), so dequantize() takes it.
 QuantizedTensor quantize(TensorView<const float> x, const BlockFormat& format,
                          const QuantizeOptions& opt = {});
 // out.data.size() must equal the product of q.shape; also std::invalid_argument when the
