@@ -102,9 +102,36 @@ namespace {
 constexpr uint64_t kValSeed = 0x56414c;  // "VAL"
 }
 
+void TrainConfig::validate() const {
+  auto require = [](bool ok, const char* field, const std::string& allowed) {
+    if (!ok) throw std::invalid_argument(fmt::format("training config: {} must be {}", field, allowed));
+  };
+  const ModelConfig& m = model;
+  require(steps >= 0, "steps", ">= 0");
+  require(std::isfinite(lr) && lr > 0, "lr", "finite and > 0");
+  require(batch >= 0 && batch <= (1 << 16), "batch", "in [0, 65536] (0: the model's default)");
+  require(threads >= 0 && threads <= 1024, "threads", "in [0, 1024]");
+  require(eval_every >= 0 && eval_batches >= 0 && checkpoint_every >= 0 && stats_every >= 0,
+          "eval_every, eval_batches, checkpoint_every and stats_every", ">= 0");
+  require(warmup >= -1, "warmup", ">= -1 (-1: the default)");
+  require(std::isfinite(min_lr_fraction) && min_lr_fraction >= 0 && min_lr_fraction <= 1, "min_lr_fraction",
+          "in [0, 1]");
+  require(std::isfinite(weight_decay) && weight_decay >= 0, "weight_decay", "finite and >= 0");
+  require(std::isfinite(clip) && clip >= 0, "clip", "finite and >= 0 (0: no clipping)");
+  if (m.kind == ModelKind::mlp) {
+    require(!m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(), [](int h) { return h >= 1 && h <= (1 << 20); }),
+            "model.hidden", "one or more widths in [1, 1048576]");
+  } else {
+    require(m.layers >= 1 && m.layers <= 1024, "model.layers", "in [1, 1024]");
+    require(m.channels >= 1 && m.channels <= (1 << 16), "model.channels", "in [1, 65536]");
+    require(m.heads >= 1 && m.channels % m.heads == 0, "model.heads", ">= 1 and divide model.channels");
+    require(m.context >= 1 && m.context <= (1 << 16), "model.context", "in [1, 65536]");
+  }
+}
+
 Trainer::Trainer(TrainConfig cfg) : cfg_(std::move(cfg)) {
+  cfg_.validate();
   if (cfg_.threads > 0) omp_set_num_threads(cfg_.threads);
-  if (cfg_.steps < 0) throw std::invalid_argument("steps must not be negative");
   const bool gpt = cfg_.model.kind == ModelKind::gpt;
   if (cfg_.batch == 0) cfg_.batch = gpt ? 16 : 128;
   if (cfg_.warmup < 0) cfg_.warmup = std::min<int64_t>(100, cfg_.steps / 10);
@@ -376,6 +403,11 @@ std::unique_ptr<Trainer> Trainer::resume(const std::string& path, std::optional<
   }
   if (steps) cfg.steps = *steps;
   if (device) cfg.device = *device;
+  try {
+    cfg.validate();
+  } catch (const std::invalid_argument& e) {  // the log is bad data, not a usage error
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
   const runlog::Checkpoint ck = log->read_checkpoint();
   if (ck.step < 0) throw std::runtime_error(fmt::format("{}: no checkpoint to resume from", path));
   auto t = std::make_unique<Trainer>(cfg);

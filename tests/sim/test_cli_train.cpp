@@ -13,6 +13,7 @@
 #include "lpx/kernels/device.hpp"
 #include "lpx/recipes/recipe.hpp"
 #include "lpx/runlog/run_log.hpp"
+#include "lpx/sim/trainer.hpp"
 
 namespace {
 int sh(const std::string& cmd) {
@@ -123,5 +124,30 @@ TEST_CASE("lpx train: out-of-range numbers are usage errors, never replaced by d
   }
   // the largest seed is a seed like any other
   CHECK(sh(std::string(LPX_BINARY) + " train --model mlp --steps 1 --hidden 8 --batch 4 --seed 18446744073709551615") == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lpx train --resume refuses a logged config out of range as bad data", "[cli][resume]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_badcfg_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string log = (dir / "run.h5").string(), err = (dir / "err.txt").string();
+  // a real config, then one field made impossible (as a hand-edited log would have it)
+  lpx::sim::TrainConfig c;
+  c.batch = 8;
+  std::string json = c.to_json();
+  const std::string field = "\"batch\":8";
+  REQUIRE(json.find(field) != std::string::npos);
+  json.replace(json.find(field), field.size(), "\"batch\":-5");
+  lpx::runlog::Header h;
+  h.model = "mlp";
+  h.config_json = json;
+  lpx::runlog::RunLog::create(log, h, {"fc0", "fc1"}, {"linear", "head"});
+  const int s = std::system((std::string(LPX_BINARY) + " train --resume --out " + log + " >/dev/null 2>" + err).c_str());
+  CHECK((WIFEXITED(s) ? WEXITSTATUS(s) : -1) == 1);
+  std::ifstream f(err);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(f, line);) lines.push_back(line);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0] == "lpx: " + log + ": training config: batch must be in [0, 65536] (0: the model's default)");
   std::filesystem::remove_all(dir);
 }

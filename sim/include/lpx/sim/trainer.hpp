@@ -51,6 +51,10 @@ struct TrainConfig {
   // The run log's "config" attribute: names as strings ("kind": "mlp", "device": "cpu").
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);
+  // Throws std::invalid_argument naming the first field out of its range (a config from
+  // a hand-edited or damaged run log as much as one built in code). 0 keeps meaning "the
+  // default" where the field says so (batch, warmup -1, eval/checkpoint/stats every).
+  void validate() const;
 };
 
 class Trainer {
