@@ -14,24 +14,41 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+void check_input_options(const io::TensorFile& file, const std::string& path, bool shape_given,
+                         bool tensor_given) {
+  const char* what = file.kind == io::FileKind::npy ? "a .npy file" : "a .safetensors file";
+  const std::string shown = path == "-" ? "<stdin>" : io::printable(path);
+  if (shape_given && file.kind != io::FileKind::raw)
+    throw UsageError(fmt::format("--shape applies to raw inputs only; {} is {} and carries its shape",
+                                 shown, what));
+  if (tensor_given && file.kind != io::FileKind::safetensors)
+    throw UsageError(fmt::format("--tensor applies to .safetensors inputs only; {} is {} with one "
+                                 "unnamed tensor",
+                                 shown, file.kind == io::FileKind::npy ? "a .npy file" : "raw data"));
+}
+
 FloatInput read_float_input(const std::string& path, const std::string& shape_text,
                             const std::string& tensor_name) {
-  const bool structured = ends_with(path, ".npy") || ends_with(path, ".safetensors");
-  if (structured && !shape_text.empty())
-    throw UsageError("--shape applies to raw .f32 inputs only; " + path + " carries its shape");
   std::vector<int64_t> raw_shape;
   if (!shape_text.empty()) raw_shape = io::parse_shape(shape_text);
   std::vector<std::string> names;
   if (!tensor_name.empty()) names.push_back(tensor_name);
   FloatInput in;
   in.file = io::read_tensor_file(path, raw_shape, names);
-  if (in.file.tensors.empty()) throw io::DataError(path + ": no tensors in file");
+  check_input_options(in.file, path, !shape_text.empty(), !tensor_name.empty());
+  const std::string shown = path == "-" ? "<stdin>" : io::printable(path);
+  if (in.file.tensors.empty()) throw io::DataError(shown + ": no tensors in file");
   if (in.file.tensors.size() > 1)
-    throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
+    throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", shown,
                                  in.file.tensors.size()));
   const io::TensorRef& t = in.file.tensors.front();
   in.shape = t.shape;
-  if (t.numel() == 0) throw io::DataError(path + ": empty input (no elements)");
+  if (t.dtype == io::DType::u8 || t.dtype == io::DType::u16)
+    throw io::DataError(fmt::format("{}{}: holds {} codes, not float values (`lpx decode --from "
+                                    "FORMAT` turns codes into floats)",
+                                    shown, t.name.empty() ? "" : " (tensor '" + io::printable(t.name) + "')",
+                                    io::dtype_name(t.dtype)));
+  if (t.numel() == 0) throw io::DataError(shown + ": empty input (no elements)");
   if (t.dtype == io::DType::f32) {
     in.data = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
   } else {
@@ -64,7 +81,21 @@ uint64_t parse_seed(const std::string& text, const std::string& name) {
   const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (!digits || ec != std::errc() || ptr != end)
-    throw UsageError(fmt::format("{} '{}' is not a whole number in [0, 18446744073709551615]", name, text));
+    throw UsageError(fmt::format("{} '{}' is not a whole number in [0, 18446744073709551615]", name,
+                                 io::printable(text)));
+  return v;
+}
+
+int64_t parse_int(const std::string& text, const std::string& name, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const size_t digits_from = !text.empty() && text[0] == '-' ? 1 : 0;
+  const bool digits = text.size() > digits_from &&
+                      text.find_first_not_of("0123456789", digits_from) == std::string::npos;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (!digits || ec != std::errc() || ptr != end || v < lo || v > hi)
+    throw UsageError(fmt::format("{} '{}' is not a whole number in [{}, {}]", name,
+                                 io::printable(text), lo, hi));
   return v;
 }
 
@@ -105,6 +136,7 @@ Overflow parse_overflow(const std::string& name) {
 }  // namespace lpx::cli
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -118,13 +150,24 @@ std::vector<std::byte> read_raw_bytes(const std::string& path) {
     chars.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
     std::ifstream file(path, std::ios::binary);
-    if (!file) throw io::DataError(path + ": cannot open: " + std::strerror(errno));
+    if (!file) throw io::DataError(io::printable(path) + ": cannot open: " + std::strerror(errno));
     chars.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
-    if (file.bad()) throw io::DataError(path + ": read error");
+    if (file.bad()) throw io::DataError(io::printable(path) + ": read error");
   }
   std::vector<std::byte> bytes(chars.size());
-  std::memcpy(bytes.data(), chars.data(), chars.size());
+  // memcpy with a null pointer is undefined even for 0 bytes (UBSan: an empty file).
+  if (!chars.empty()) std::memcpy(bytes.data(), chars.data(), chars.size());
   return bytes;
+}
+
+void finish_stdout() {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int e = errno;
+  if (flushed && !std::ferror(stdout)) return;
+  std::clearerr(stdout);
+  throw io::DataError(fmt::format("cannot write to standard output: {}",
+                                  e != 0 ? std::strerror(e) : "write error"));
 }
 
 }  // namespace lpx::cli

@@ -18,7 +18,10 @@ namespace lpx::cli {
 bool ends_with(const std::string& s, const std::string& suffix);
 
 // A float32 tensor read from IN (raw .f32 with optional --shape, .npy float32/16/bf16,
-// or one tensor of a .safetensors file). Empty inputs are a io::DataError.
+// or one tensor of a .safetensors file; stdin by its content, io::detect_kind).
+// --shape on an input that carries its shape and --tensor on one without named tensors
+// are UsageErrors (check_input_options); an input with no elements is an io::DataError
+// ("empty input (no elements)"), as it is for every tensor command.
 struct FloatInput {
   std::vector<int64_t> shape;
   std::vector<float> values;  // only when a conversion was needed
@@ -36,6 +39,13 @@ void write_by_extension(const std::string& path, io::DType dtype, const std::vec
 // Parses a format name into a format (std::invalid_argument lists the valid names).
 ElementFormat parse_format(const std::string& name);
 Overflow parse_overflow(const std::string& name);
+
+// --shape applies to raw inputs only (.npy and .safetensors carry their shapes), --tensor
+// to .safetensors inputs only (a .npy or raw input holds one unnamed tensor): either on
+// another kind of input is a UsageError. Checked on what was read, so stdin counts as
+// the kind its content shows.
+void check_input_options(const io::TensorFile& file, const std::string& path, bool shape_given,
+                         bool tensor_given);
 
 template <class T>
 std::span<const std::byte> as_bytes_of(const std::vector<T>& v) {
@@ -57,6 +67,20 @@ CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& 
 CLI::Option* add_seed_option(CLI::App* cmd, uint64_t& seed, const std::string& help,
                              const std::string& name = "--seed");
 uint64_t parse_seed(const std::string& text, const std::string& name = "--seed");
+// Every other whole-number option: decimal digits with an optional leading '-', in
+// [lo, hi]. "0x10", "1e3", "+3", " 3", "" and values out of range are usage errors that
+// name the option and the range (CLI11 alone reads hex and octal, and saturates an int64
+// overflow to the largest value without a word).
+int64_t parse_int(const std::string& text, const std::string& name, int64_t lo, int64_t hi);
+template <class T>
+CLI::Option* add_int_option(CLI::App* cmd, const std::string& name, T& value, int64_t lo, int64_t hi,
+                            const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          name, [&value, name, lo, hi](const std::string& t) { value = static_cast<T>(parse_int(t, name, lo, hi)); },
+          help)
+      ->type_name("INT");
+}
 // Validators for numeric options: finite and > 0, finite and >= 0 (NaN and Inf fail
 // both, which CLI::Range would let through).
 extern const CLI::Validator kFinitePositive;
@@ -66,6 +90,12 @@ extern const CLI::Validator kFiniteNonNegative;
 namespace lpx::cli {
 // Whole file (or stdin for "-") as bytes; for small inputs such as code files.
 std::vector<std::byte> read_raw_bytes(const std::string& path);
+
+// Flushes stdout and throws io::DataError (exit 1, one line) when anything written to it
+// was lost: a full disk (/dev/full), a file-size limit (ulimit -f), a closed stdout. The
+// error flag is sticky, so a failure anywhere in the command is caught here; main() calls
+// it after every command that succeeded.
+void finish_stdout();
 }  // namespace lpx::cli
 
 namespace lpx::cli {

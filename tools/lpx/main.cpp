@@ -1,11 +1,13 @@
 // Entry point of `lpx`: builds the CLI11 app from the registered subcommands and maps
 // every failure to one stderr line and an exit code (2 usage, 1 data).
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "cli_util.hpp"
 #include "command.hpp"
 #include "lpx/version.hpp"
 
@@ -36,8 +38,12 @@ int main(int argc, char** argv) {
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (auto& [order, setup] : commands) setup(app);
+  // A write past the file-size limit (ulimit -f) then fails with EFBIG, which the writers
+  // report and clean up after, instead of SIGXFSZ killing lpx beside a half-written file.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
+    finish_stdout();  // output that never reached stdout is an error, not exit 0
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
