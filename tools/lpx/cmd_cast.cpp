@@ -77,68 +77,57 @@ void run_cast(const CastArgs& a, const CLI::App& cmd) {
   }
 }
 
-// Codes: .npy of uint8/uint16, or raw bytes (one per code, or little-endian uint16 for
-// formats wider than 8 bits). A code with bits above the format's width is bad data.
-void run_decode(const std::string& from, const std::string& in_path, const std::string& out_path,
-                const std::string& shape_text) {
-  const ElementFormat f = parse_format(from);
+struct DecodeArgs {
+  std::string from, shape, tensor, in, out;
+};
+
+// Codes: raw (one byte per code, or little-endian uint16 for formats wider than 8 bits),
+// a .npy of uint8/uint16, or a U8/U16 tensor of a .safetensors file (--tensor picks one);
+// stdin by its content (io::detect_kind). A float tensor holds values, not codes, and a
+// code with bits above the format's width is bad data.
+void run_decode(const DecodeArgs& a) {
+  const ElementFormat f = parse_format(a.from);
   const bool wide = f.bits > 8;
-  const bool is_npy = ends_with(in_path, ".npy");
+  const io::DType want = wide ? io::DType::u16 : io::DType::u8;
   std::vector<int64_t> raw_shape;
-  if (!shape_text.empty()) {
-    if (is_npy) throw UsageError("--shape applies to raw inputs only");
-    raw_shape = io::parse_shape(shape_text);
+  if (!a.shape.empty()) raw_shape = io::parse_shape(a.shape);
+  std::vector<std::string> names;
+  if (!a.tensor.empty()) names.push_back(a.tensor);
+  const io::TensorFile file = io::read_tensor_file(a.in, raw_shape, names, want);
+  check_input_options(file, a.in, !a.shape.empty(), !a.tensor.empty());
+  const std::string shown = a.in == "-" ? "<stdin>" : io::printable(a.in);
+  if (file.tensors.empty()) throw io::DataError(shown + ": no tensors in file");
+  if (file.tensors.size() > 1)
+    throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", shown,
+                                 file.tensors.size()));
+  const io::TensorRef& t = file.tensors.front();
+  const std::string tensor = t.name.empty() ? "" : fmt::format(" (tensor '{}')", io::printable(t.name));
+  if (t.dtype != want) {
+    const bool values = t.dtype != io::DType::u8 && t.dtype != io::DType::u16;
+    throw io::DataError(fmt::format("{}{}: holds {}, but the codes of {} are {}{}", shown, tensor,
+                                    io::dtype_name(t.dtype), f.name, io::dtype_name(want),
+                                    values ? " (a float tensor holds values, not codes)" : ""));
   }
-  // .npy code files go through the tensor reader; raw code files are plain bytes.
-  io::TensorFile file;
-  std::vector<std::byte> raw;
-  std::span<const std::byte> bytes;
-  std::vector<int64_t> npy_shape;
-  if (is_npy) {
-    file = io::read_tensor_file(in_path, {}, {});
-    const io::TensorRef& t = file.tensors.front();
-    if (t.dtype != (wide ? io::DType::u16 : io::DType::u8))
-      throw io::DataError(fmt::format("{}: codes of {} must be {} in .npy, not {}", in_path, f.name,
-                                  wide ? "uint16" : "uint8", io::dtype_name(t.dtype)));
-    bytes = t.bytes;
-    npy_shape = t.shape;
-  } else {
-    raw = read_raw_bytes(in_path);
-    bytes = raw;
-  }
-  const size_t code_size = wide ? 2 : 1;
-  if (bytes.size() % code_size != 0)
-    throw io::DataError(fmt::format("{}: size {} is not a multiple of {} bytes per {} code", in_path,
-                                bytes.size(), code_size, f.name));
-  const size_t n = bytes.size() / code_size;
-  if (n == 0) throw io::DataError(in_path + ": empty input (no codes)");
-  std::vector<int64_t> shape = is_npy ? npy_shape : std::vector<int64_t>{static_cast<int64_t>(n)};
-  if (!raw_shape.empty()) {
-    int64_t count = 1;
-    for (int64_t d : raw_shape) count *= d;
-    if (count != static_cast<int64_t>(n))
-      throw io::DataError(fmt::format("{}: --shape {} needs {} codes, the file has {}", in_path,
-                                  shape_text, count, n));
-    shape = raw_shape;
-  }
+  const auto n = static_cast<size_t>(t.numel());
+  if (n == 0) throw io::DataError(shown + ": empty input (no codes)");
   std::vector<float> out(n);
   if (wide) {
     std::vector<uint16_t> codes(n);
-    std::memcpy(codes.data(), bytes.data(), n * 2);
+    std::memcpy(codes.data(), t.bytes.data(), n * 2);  // views need not be 2-byte aligned
     for (size_t i = 0; i < n; ++i)
       if (codes[i] & ~f.code_mask)
         throw io::DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
-                                    in_path, codes[i], i, f.name, f.bits));
+                                        shown, codes[i], i, f.name, f.bits));
     decode_array(codes, out, f);
   } else {
-    const std::span<const uint8_t> codes(reinterpret_cast<const uint8_t*>(bytes.data()), n);
+    const std::span<const uint8_t> codes(reinterpret_cast<const uint8_t*>(t.bytes.data()), n);
     for (size_t i = 0; i < n; ++i)
       if (codes[i] & ~f.code_mask)
         throw io::DataError(fmt::format("{}: code 0x{:X} at index {} does not fit {} ({} bits)",
-                                    in_path, codes[i], i, f.name, f.bits));
+                                        shown, codes[i], i, f.name, f.bits));
     decode_array(codes, out, f);
   }
-  write_by_extension(out_path, io::DType::f32, shape, as_bytes_of(out));
+  write_by_extension(a.out, io::DType::f32, t.shape, as_bytes_of(out));
 }
 
 const bool registered = register_command(20, [](CLI::App& app) {
@@ -148,16 +137,19 @@ const bool registered = register_command(20, [](CLI::App& app) {
   cast->add_option("--round", a->round, "rne (default), rna, rtz, rup, rdn or sr");
   cast->add_option("--overflow", a->overflow,
                    "ieee (default: Inf/NaN as ml_dtypes) or sat (clamp to +-max as CUDA satfinite)");
-  cast->add_option("--seed", a->seed, "Seed of the stochastic-rounding Philox stream");
-  cast->add_option("--stream", a->stream, "Philox stream (subsequence) for --round sr");
-  cast->add_option("--sr-bits", a->sr_bits, "Random bits per stochastic rounding (1..32)")
-      ->check(CLI::Range(1, 32));
+  add_seed_option(cast, a->seed, "Seed of the stochastic-rounding Philox stream (0..2^64-1)");
+  add_int_option(cast, "--stream", a->stream, 0, UINT32_MAX,
+                 "Philox stream (subsequence) for --round sr (0..2^32-1)");
+  add_int_option(cast, "--sr-bits", a->sr_bits, 1, kMaxSrBits,
+                 "Random bits per stochastic rounding (1..32)");
   cast->add_option("--emit", a->emit, "codes (default: one per byte, uint16 for 16-bit formats) "
                                       "or values (float32 after the round trip)");
   cast->add_option("--shape", a->shape, "Shape of a raw .f32 input, e.g. 64x128");
   cast->add_option("--tensor", a->tensor, "Tensor to read from a .safetensors input");
-  cast->add_option("--threads", a->threads, "Threads (0: all)");
-  cast->add_option("IN", a->in, "Input: raw .f32, .npy (float32/float16/bfloat16), .safetensors, or -")
+  add_threads_option(cast, a->threads, "Threads (0: all, at most 1024)");
+  cast->add_option("IN", a->in,
+                   "Input: raw .f32, .npy (float32/float16/bfloat16), .safetensors, or - (stdin: "
+                   ".npy and .safetensors by their first bytes, else raw)")
       ->required();
   cast->add_option("OUT", a->out, "Output: raw, .npy or .safetensors by extension, or -")->required();
   cast->footer(
@@ -167,18 +159,17 @@ const bool registered = register_command(20, [](CLI::App& app) {
       "  lpx cast --to e2m1 --round sr --seed 7 --sr-bits 8 x.f32 codes.npy");
   cast->callback([a, cast] { run_cast(*a, *cast); });
 
-  auto from = std::make_shared<std::string>();
-  auto din = std::make_shared<std::string>();
-  auto dout = std::make_shared<std::string>();
-  auto dshape = std::make_shared<std::string>();
+  auto d = std::make_shared<DecodeArgs>();
   auto* dec = app.add_subcommand("decode", "Decode codes of a format to float32");
-  dec->add_option("--from", *from, "Format of the codes")->required();
-  dec->add_option("--shape", *dshape, "Shape of a raw input, e.g. 64x128");
-  dec->add_option("IN", *din, "Codes: raw (one per byte; 16-bit formats little-endian uint16) "
-                              "or .npy of uint8/uint16")->required();
-  dec->add_option("OUT", *dout, "float32 output: raw, .npy or .safetensors by extension")->required();
+  dec->add_option("--from", d->from, "Format of the codes")->required();
+  dec->add_option("--shape", d->shape, "Shape of a raw input, e.g. 64x128");
+  dec->add_option("--tensor", d->tensor, "Tensor to read from a .safetensors input");
+  dec->add_option("IN", d->in, "Codes: raw (one per byte; 16-bit formats little-endian uint16), "
+                               ".npy or .safetensors of uint8/uint16, or - (stdin: .npy and "
+                               ".safetensors by their first bytes, else raw)")->required();
+  dec->add_option("OUT", d->out, "float32 output: raw, .npy or .safetensors by extension")->required();
   dec->footer("Example:\n  lpx cast --to e5m2 x.f32 c.bin && lpx decode --from e5m2 c.bin y.f32");
-  dec->callback([=] { run_decode(*from, *din, *dout, *dshape); });
+  dec->callback([d] { run_decode(*d); });
 });
 
 }  // namespace

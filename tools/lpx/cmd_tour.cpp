@@ -68,8 +68,8 @@ const bool registered = register_command(1, [](CLI::App& app) {
   auto* tour = app.add_subcommand("tour", "A short tour on built-in defaults (no input needed)");
   auto n = std::make_shared<size_t>(1 << 16);
   auto seed = std::make_shared<uint64_t>(0);
-  tour->add_option("--size", *n, "Elements in the built-in sample")->check(CLI::Range(1, 1 << 28));
-  tour->add_option("--seed", *seed, "Seed of the sample and of stochastic rounding");
+  add_int_option(tour, "--size", *n, 1, int64_t{1} << 28, "Elements in the built-in sample (1..2^28)");
+  add_seed_option(tour, *seed, "Seed of the sample and of stochastic rounding (0..2^64-1)");
   tour->footer("Example: lpx tour");
   tour->callback([n, seed] {
     fmt::print("== The FP4 (OCP E2M1) code table: `lpx table e2m1` ==\n");
