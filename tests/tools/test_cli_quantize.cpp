@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "lpx/io/tensor_file.hpp"
 
 using lpx_test::read_file;
+using lpx_test::CliResult;
 using lpx_test::run_lpx;
 using lpx_test::TempDir;
 using lpx_test::write_file;
@@ -231,13 +233,27 @@ TEST_CASE("lpx quantize: bad input exits non-zero with one stderr line and no ou
   };
   const std::vector<Bad> cases = {
       {"quantize --format mxfp4 --shape 8x65 " + in + " " + out, "8x65"},
-      {"quantize --format mxfp4 --shape 8x64 --block 128 " + in + " " + out, "larger than"},
       {"quantize --format mxfp5 --shape 8x64 " + in + " " + out, "mxfp8_e4m3"},
       {"quantize --format mxfp4 " + (dir / "trunc.f32").string() + " " + out, "trunc.f32"},
       {"quantize --format mxfp4 --shape 8x64 --axis 2 " + in + " " + out, "axis"},
       {"quantize --format mxfp4 --shape 8x64 --scale-rule round " + in + " " + out, "rceil"},
       {"quantize --format fp8_tensor --shape 8x64 --scale-rule floor " + in + " " + out, "scale-rule"},
       {"quantize --format e2m1:b32:e9m0 --shape 8x64 " + in + " " + out, "e9m0"},
+      // Numbers out of range are usage errors, never a default or a saturated value.
+      {"quantize --format mxfp4 --shape 8x64 --threads 100000 " + in + " " + out, "--threads"},
+      {"quantize --format mxfp4 --shape 8x64 --threads -1 " + in + " " + out, "--threads"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --seed -1 " + in + " " + out, "--seed '-1'"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --seed 18446744073709551616 " + in + " " + out, "--seed"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --seed 1e23 " + in + " " + out, "--seed '1e23'"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --stream -1 " + in + " " + out, "--stream"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --stream 0x10 " + in + " " + out, "--stream"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --sr-bits 0 " + in + " " + out, "--sr-bits"},
+      {"quantize --format mxfp4 --shape 8x64 --round sr --sr-bits 0x10 " + in + " " + out, "--sr-bits"},
+      {"quantize --format mxfp4 --shape 8x64 --block 0 " + in + " " + out, "--block '0'"},
+      {"quantize --format mxfp4 --shape 8x64 --block 99999999999999999999 " + in + " " + out, "--block"},
+      {"quantize --format mxfp4 --shape 8x64 --block 1e1 " + in + " " + out, "--block '1e1'"},
+      {"quantize --format mxfp4 --shape 8x64 --axis 99999999999 " + in + " " + out, "--axis"},
+      {"dequantize --threads 100000 " + in + " " + out, "--threads"},
       {"dequantize " + in + " " + out, "dequantize"},
       {"dequantize " + (dir / "missing.safetensors").string() + " " + out, "missing"},
   };
@@ -252,8 +268,204 @@ TEST_CASE("lpx quantize: bad input exits non-zero with one stderr line and no ou
   }
   // Usage errors exit 2, data errors 1.
   CHECK(run_lpx("quantize --format mxfp5 --shape 8x64 " + in + " " + out, dir).status == 2);
+  CHECK(run_lpx("quantize --format mxfp4 --shape 8x64 --block 0 " + in + " " + out, dir).status == 2);
+  CHECK(run_lpx("quantize --format mxfp4 --shape 8x64 --round sr --seed -1 " + in + " " + out, dir).status == 2);
   CHECK(run_lpx("quantize --format mxfp4 " + (dir / "trunc.f32").string() + " " + out, dir).status == 1);
   const auto help = run_lpx("quantize --help", dir);
   CHECK(help.status == 0);
   CHECK(help.out.find("Examples") != std::string::npos);
+}
+
+namespace {
+// A .npy v1 file by the book (NEP 1), independent of lpx's writer.
+std::string npy_file(const std::string& descr, const std::string& shape, const std::string& payload) {
+  std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  std::string s = "\x93NUMPY";
+  s += '\x01';
+  s += '\x00';
+  s += static_cast<char>(dict.size() & 0xff);
+  s += static_cast<char>(dict.size() >> 8);
+  return s + dict + payload;
+}
+void put(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f << bytes;
+}
+std::string slurp(const std::filesystem::path& p) { return lpx_test::slurp(p); }
+// Temporaries or kept old files left in the directory.
+int leftovers(const TempDir& dir) {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    n += name.find(".tmp.") != std::string::npos || name.find(".old.") != std::string::npos;
+  }
+  return n;
+}
+}  // namespace
+
+TEST_CASE("lpx quantize: a block longer than its axis is one ragged block, as the library has it") {
+  // Before: the command refused it ("block of 128 is larger than axis 1") although the
+  // README and the library take the last block along an axis to be shorter.
+  TempDir dir;
+  const auto x = sample(8 * 64);
+  write_file(dir / "x.f32", x);
+  const std::string in = (dir / "x.f32").string();
+  for (const char* emit : {"values", "packed"}) {
+    for (const std::string& ext : {std::string(".safetensors"), std::string(".npy")}) {
+      INFO(emit << ext);
+      const auto run = [&](const std::string& opts, const std::string& name) {
+        const auto r = run_lpx(std::string("quantize --emit ") + emit + " --shape 8x64 " + opts +
+                                   " " + in + " " + (dir / (name + ext)).string(), dir);
+        INFO(r.err);
+        REQUIRE(r.status == 0);
+        // The data: every tensor's bytes (a packed .safetensors' metadata names the spec),
+        // and a packed .npy's scales file beside its codes.
+        const std::string path = (dir / (name + ext)).string();
+        std::string data;
+        for (const auto& t : lpx::io::read_tensor_file(path).tensors)
+          data.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+        if (std::string(emit) == "packed" && ext == ".npy")
+          for (const auto& t : lpx::io::read_tensor_file((dir / (name + ".scales.npy")).string()).tensors)
+            data.append(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
+        return data;
+      };
+      // One block per row, whatever the length beyond 64, on either path of the command
+      // (streamed pieces along the last axis; blocks along axis 0).
+      const std::string whole = run("--format mxfp4 --block 64", "w");
+      CHECK(run("--format mxfp4 --block 128", "a") == whole);
+      CHECK(run("--format mxfp4 --block 9223372036854775807", "b") == whole);
+      const std::string col = run("--format e4m3:channel:fp32 --axis 0", "c");
+      CHECK(run("--format e4m3:b8:fp32 --axis 0", "d") == col);
+      CHECK(run("--format e4m3:b1000:fp32 --axis 0", "e") == col);
+    }
+  }
+  // And the library's result for it.
+  const auto r = run_lpx("quantize --format mxfp4 --block 100 --shape 8x64 " + in + " " +
+                             (dir / "v.f32").string(), dir);
+  REQUIRE(r.status == 0);
+  lpx::BlockFormat f = lpx::parse_block_format("mxfp4");
+  f.block.length = 100;
+  std::vector<float> want(x.size());
+  const std::vector<int64_t> shape = {8, 64};
+  lpx::fake_quantize({x, shape}, want, f);
+  CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
+}
+
+TEST_CASE("lpx quantize --emit packed .npy: the codes and scales files are replaced together or not at all") {
+  // Before: OUT.scales.npy was renamed into place first, then the codes were written; when
+  // that failed, the new scales were deleted, which left the old codes without scales
+  // (or, had they stayed, beside new scales): a mismatched pair, exit 1 notwithstanding.
+  TempDir dir;
+  const auto x = sample(64 * 1024);
+  write_file(dir / "x.f32", x);
+  std::vector<float> y(x.size());  // other data: other codes and scales
+  for (size_t i = 0; i < y.size(); ++i) y[i] = 3.0f * x[(i + 12345) % x.size()];
+  write_file(dir / "y.f32", y);
+  const std::string out = (dir / "q.npy").string();
+  const std::string scales = (dir / "q.scales.npy").string(), ts = (dir / "q.tensor_scale.npy").string();
+  // nvfp4 takes the streamed path, a channel format along axis 0 the one-call path.
+  for (const std::string& format : {std::string("nvfp4"), std::string("e4m3:channel:fp32 --axis 0")}) {
+    INFO(format);
+    const std::string q = "quantize --emit packed --shape 64x1024 --format " + format + " ";
+    std::filesystem::remove_all(out);
+    REQUIRE(run_lpx(q + (dir / "x.f32").string() + " " + out, dir).status == 0);
+    const std::string old_codes = slurp(out), old_scales = slurp(scales);
+    const bool two_level = std::filesystem::exists(ts);
+    const std::string old_ts = two_level ? slurp(ts) : "";
+
+    // 1. A directory in the way of the codes file: its rename fails after the siblings'
+    //    renames; they are rolled back to the old files.
+    std::filesystem::rename(out, dir / "codes.keep");
+    std::filesystem::create_directory(out);
+    auto r = run_lpx(q + (dir / "y.f32").string() + " " + out, dir);
+    CHECK(r.status == 1);
+    CHECK(r.err_lines() == 1);
+    CHECK_THAT(r.err, Catch::Contains("nothing was replaced"));
+    CHECK(slurp(scales) == old_scales);
+    if (two_level) CHECK(slurp(ts) == old_ts);
+    CHECK(std::filesystem::is_directory(out));
+    CHECK(leftovers(dir) == 0);
+    std::filesystem::remove(out);
+    std::filesystem::rename(dir / "codes.keep", out);
+
+    // 2. A file-size limit that the scales fit under and the codes do not: the write of
+    //    the codes fails before anything is renamed.
+    const std::string limited = "ulimit -f 12; " + std::string(LPX_BINARY) + " " + q +
+                                (dir / "y.f32").string() + " " + out + " 2>" + (dir / "err.txt").string();
+    const int raw = std::system(("sh -c '" + limited + "'").c_str());
+    CHECK(WIFEXITED(raw));
+    CHECK(WEXITSTATUS(raw) == 1);
+    CHECK_THAT(slurp(dir / "err.txt"), Catch::Contains("File too large"));
+    CHECK(slurp(out) == old_codes);
+    CHECK(slurp(scales) == old_scales);
+    if (two_level) CHECK(slurp(ts) == old_ts);
+    CHECK(leftovers(dir) == 0);
+
+    // 3. Success replaces all of them, and they dequantize to --emit values.
+    REQUIRE(run_lpx(q + (dir / "y.f32").string() + " " + out, dir).status == 0);
+    CHECK(slurp(out) != old_codes);
+    CHECK(slurp(scales) != old_scales);
+    CHECK(leftovers(dir) == 0);
+  }
+}
+
+TEST_CASE("lpx quantize refuses inputs with no elements, as cast does; other input mistakes") {
+  // Before: a (0,) .npy was quantized by some formats into packed files that `lpx
+  // dequantize` then refused, by others refused as "block of 32 is larger than axis 0",
+  // and nvfp4_2d failed with "dequantize: ... needs its tensor scale" (exit 2).
+  TempDir dir;
+  put(dir / "empty.npy", npy_file("<f4", "(0,)", ""));
+  put(dir / "huge0.npy", npy_file("<f4", "(0, 9223372036854775807)", ""));
+  put(dir / "codes.npy", npy_file("|u1", "(4,)", std::string(4, '\0')));
+  put(dir / "x.npy", npy_file("<f4", "(2, 2)", std::string(16, '\0')));
+  const std::string out = (dir / "o.npy").string();
+  struct Bad {
+    std::string args;
+    int status;
+    std::string says;
+  };
+  const std::vector<Bad> cases = {
+      {"quantize --format mxfp4 " + (dir / "empty.npy").string() + " " + out, 1, "empty input"},
+      {"quantize --format nvfp4_2d " + (dir / "empty.npy").string() + " " + out, 1, "empty input"},
+      {"quantize --format fp8_tensor --emit packed " + (dir / "empty.npy").string() + " " + out, 1, "empty input"},
+      {"quantize --format nvfp4 --emit packed " + (dir / "huge0.npy").string() + " " + out, 1, "empty input"},
+      {"quantize --format mxfp4 " + (dir / "codes.npy").string() + " " + out, 1, "uint8 codes"},
+      {"quantize --format mxfp4 --tensor w " + (dir / "x.npy").string() + " " + out, 2, "--tensor"},
+      {"quantize --format mxfp4 --shape 2x2 " + (dir / "x.npy").string() + " " + out, 2, "--shape"},
+  };
+  for (const Bad& c : cases) {
+    INFO(c.args);
+    const auto r = run_lpx(c.args, dir);
+    INFO(r.err);
+    CHECK(r.status == c.status);
+    CHECK(r.err_lines() == 1);
+    CHECK_THAT(r.err, Catch::Contains(c.says));
+    CHECK_FALSE(std::filesystem::exists(out));
+    CHECK_FALSE(std::filesystem::exists(dir / "o.scales.npy"));
+  }
+}
+
+TEST_CASE("lpx quantize reads .npy and .safetensors from stdin by their first bytes") {
+  TempDir dir;
+  const auto x = sample(4 * 32);
+  std::string payload(x.size() * 4, '\0');
+  std::memcpy(payload.data(), x.data(), payload.size());
+  put(dir / "x.npy", npy_file("<f4", "(4, 32)", payload));
+  write_file(dir / "x.f32", x);
+  std::string json = "{\"w\":{\"dtype\":\"F32\",\"shape\":[4,32],\"data_offsets\":[0,512]}}";
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (size_t i = 0; i < 8; ++i) len[i] = static_cast<char>((json.size() >> (8 * i)) & 0xFF);
+  put(dir / "x.safetensors", len + json + payload);
+  REQUIRE(run_lpx("quantize --format mxfp4 --shape 4x32 " + (dir / "x.f32").string() + " " +
+                      (dir / "want.f32").string(), dir).status == 0);
+  for (const char* in : {"x.npy", "x.safetensors"}) {
+    INFO(in);
+    const auto r = run_lpx("quantize --format mxfp4 - " + (dir / "got.f32").string(), dir, (dir / in).string());
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(slurp(dir / "got.f32") == slurp(dir / "want.f32"));
+  }
 }

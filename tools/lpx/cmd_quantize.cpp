@@ -13,8 +13,13 @@
 // Packed output, .npy: OUT holds the packed codes (uint8, 1-D), OUT with ".npy" replaced
 // by ".scales.npy" the scales, and ".tensor_scale.npy" the tensor scale when there is
 // one; .npy carries no metadata, so `lpx dequantize` then needs --format and --shape
-// (and --axis / --headroom-3-4 when they were used).
+// (and --axis / --headroom-3-4 when they were used). The two or three files are one
+// output, committed together (io::commit_together: all written first, then renamed, the
+// codes file last; a failure leaves the old set as it was).
+// An input with no elements is refused ("empty input"), as by every tensor command.
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -87,46 +92,9 @@ BlockFormat resolve_format(const QuantizeArgs& a, const CLI::App& cmd) {
   return f;
 }
 
-// The float32 input: raw (.f32 or anything else) with --shape, .npy, or one tensor of a
-// .safetensors file. f16/bf16/fp8 tensors are converted exactly.
-// A float32 input: float32 files stay memory-mapped (values points into `file`); other
-// dtypes are converted into `owned`.
-struct Input {
-  std::vector<int64_t> shape;
-  io::TensorFile file;
-  std::vector<float> owned;
-  std::span<const float> values;
-};
-
-Input read_input(const std::string& path, const std::string& shape, const std::string& tensor) {
-  const bool typed = ends_with(path, ".npy") || ends_with(path, ".safetensors");
-  if (typed && !shape.empty())
-    throw UsageError("--shape applies to raw float32 inputs; .npy and .safetensors carry shapes");
-  if (!tensor.empty() && !ends_with(path, ".safetensors"))
-    throw UsageError("--tensor applies to .safetensors inputs");
-  const std::vector<int64_t> raw_shape = shape.empty() ? std::vector<int64_t>{} : io::parse_shape(shape);
-  std::vector<std::string> names;
-  if (!tensor.empty()) names.push_back(tensor);
-  io::TensorFile file = io::read_tensor_file(path, raw_shape, names);
-  if (file.tensors.size() != 1)
-    throw UsageError(fmt::format("{} holds {} tensors; choose one with --tensor", path,
-                                 file.tensors.size()));
-  const io::TensorRef& t = file.tensors.front();
-  if (t.dtype == io::DType::u8 || t.dtype == io::DType::u16)
-    throw io::DataError(fmt::format("{}: unsupported dtype {} (quantize reads float32, float16, "
-                                "bfloat16, float8 tensors)",
-                                path, io::dtype_name(t.dtype)));
-  Input in;
-  in.shape = t.shape;
-  if (t.dtype == io::DType::f32) {
-    in.values = {reinterpret_cast<const float*>(t.bytes.data()), static_cast<size_t>(t.numel())};
-  } else {
-    in.owned = io::to_float32(t);
-    in.values = in.owned;
-  }
-  in.file = file;
-  return in;
-}
+// The float32 input (cli_util's read_float_input): float32 files stay memory-mapped,
+// other float dtypes are converted exactly; `data` is the tensor in C order.
+using Input = FloatInput;
 
 // How the command streams a tensor through a small buffer: pieces made of whole
 // `granule`-element units, each quantized as a tensor of its own (flat: 1-D; else: a
@@ -147,16 +115,22 @@ Pieces stream_pieces(const std::vector<int64_t>& shape, const BlockFormat& f) {
   if (rank == 0) return {};
   if (b.kind == BlockShape::Kind::tensor) return {1, true};
   const int axis = b.axis < 0 ? b.axis + rank : b.axis;
-  // Blocks of L along the last axis tile the flat array when L divides the rows.
+  // A block (or tile) longer than its axis is one ragged block of the whole axis
+  // (docs/formats.md#edge-semantics): the extents below are clamped to the shape, which
+  // changes no block and keeps the products within the element count.
+  const int64_t length = std::min(b.length, shape[static_cast<size_t>(axis)]);
+  // Blocks of L along the last axis tile the flat array when L divides the rows (not when
+  // L is longer than the rows: each row is then one block).
   if (b.kind == BlockShape::Kind::vector && axis == rank - 1 &&
       (rank == 1 || shape.back() % b.length == 0))
-    return {b.length, true};
+    return {length, true};
   if (rank < 2) return {};
   int64_t slice = 1;
   for (int d = 1; d < rank; ++d) slice *= shape[static_cast<size_t>(d)];
-  if (b.kind == BlockShape::Kind::tile) return {rank == 2 ? b.rows * slice : slice, false};
+  if (b.kind == BlockShape::Kind::tile)
+    return {rank == 2 ? std::min(b.rows, shape[0]) * slice : slice, false};
   if (axis != 0) return {slice, false};  // blocks inside each slice along axis 0
-  if (b.kind == BlockShape::Kind::vector) return {b.length * slice, false};  // L slices
+  if (b.kind == BlockShape::Kind::vector) return {length * slice, false};  // L slices
   return {};
 }
 
@@ -170,7 +144,7 @@ bool tensor_wide_scale(const BlockFormat& f) {
 template <class Fn>
 void for_each_piece(const Input& in, const Pieces& pieces, size_t multiple,
                     const QuantizeOptions& opt, Fn fn) {
-  const size_t n = in.values.size();
+  const size_t n = in.data.size();
   const size_t granule = static_cast<size_t>(pieces.granule);
   size_t per_piece = std::max<size_t>(1, (size_t{1} << 20) / granule) * granule;
   while (per_piece % multiple != 0) per_piece += granule;
@@ -184,7 +158,7 @@ void for_each_piece(const Input& in, const Pieces& pieces, size_t multiple,
     }
     QuantizeOptions o = opt;
     o.index_offset = first;
-    fn(TensorView<const float>{in.values.subspan(first, count), shape}, o);
+    fn(TensorView<const float>{in.data.subspan(first, count), shape}, o);
   }
 }
 
@@ -216,25 +190,23 @@ std::vector<std::pair<std::string, std::string>> packed_metadata(const BlockForm
           {"producer", "lpx quantize"}};
 }
 
-// --emit packed to .npy: OUT.scales.npy (and OUT.tensor_scale.npy when there is one)
-// first, then the codes file by write_codes(); a failure at any step removes the
-// siblings already written, so no partial set is left behind.
-void write_packed_npy(const std::string& path, const io::TensorOut& scales,
-                      const io::TensorOut* tensor_scale, const std::function<void()>& write_codes) {
-  std::vector<std::string> written;
-  try {
-    io::write_npy(sibling(path, "scales"), scales);
-    written.push_back(sibling(path, "scales"));
-    if (tensor_scale != nullptr) {
-      io::write_npy(sibling(path, "tensor_scale"), *tensor_scale);
-      written.push_back(sibling(path, "tensor_scale"));
-    }
-    write_codes();
-  } catch (...) {
-    std::error_code ec;
-    for (const auto& w : written) std::filesystem::remove(w, ec);
-    throw;
+// --emit packed to .npy: the codes file (already written to `codes`, not committed),
+// OUT.scales.npy and OUT.tensor_scale.npy when there is one, committed together with the
+// codes file last (io::commit_together): every file is replaced or none is.
+void commit_packed_npy(const std::string& path, io::OutputFile& codes, const io::TensorOut& scales,
+                       const io::TensorOut* tensor_scale) {
+  io::OutputFile scales_file(sibling(path, "scales"), scales.dtype, scales.shape);
+  scales_file.append(scales.bytes);
+  std::vector<io::OutputFile*> files = {&scales_file};
+  std::unique_ptr<io::OutputFile> ts_file;
+  if (tensor_scale != nullptr) {
+    ts_file = std::make_unique<io::OutputFile>(sibling(path, "tensor_scale"), tensor_scale->dtype,
+                                               tensor_scale->shape);
+    ts_file->append(tensor_scale->bytes);
+    files.push_back(ts_file.get());
   }
+  files.push_back(&codes);
+  io::commit_together(files);
 }
 
 // --emit packed piece by piece: each piece's codes are packed and appended at once; its
@@ -256,7 +228,7 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
   const auto sized = [](size_t bytes) {  // a layout entry: only the size is read
     return std::span<const std::byte>(static_cast<const std::byte*>(nullptr), bytes);
   };
-  const size_t code_bytes = packed_size(in.values.size(), p);
+  const size_t code_bytes = packed_size(in.data.size(), p);
   const std::vector<int64_t> codes_shape = {static_cast<int64_t>(code_bytes)};
   const io::DType scale_dtype = coded ? io::DType::u8 : io::DType::f32;
   const bool npy = ends_with(path, ".npy");
@@ -295,10 +267,10 @@ void quantize_packed_streamed(const Input& in, const Pieces& pieces, const Block
     out->commit();
     return;
   }
-  // .npy: the codes file is only renamed into place by commit(), after the siblings.
+  // .npy: the codes file is committed together with its siblings, last.
   const io::TensorOut ts{"tensor_scale", io::DType::f32, {1}, as_bytes_of(tensor_scale)};
-  write_packed_npy(path, io::TensorOut{"scales", scale_dtype, grid, scale_bytes},
-                   f.two_level() ? &ts : nullptr, [&] { out->commit(); });
+  commit_packed_npy(path, *out, io::TensorOut{"scales", scale_dtype, grid, scale_bytes},
+                    f.two_level() ? &ts : nullptr);
 }
 
 void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
@@ -314,51 +286,46 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   if ((cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream")) &&
       opt.round != Rounding::sr)
     throw UsageError("--seed, --stream and --sr-bits need --round sr");
-  if (a.sr_bits < 1 || a.sr_bits > kMaxSrBits)
-    throw UsageError(fmt::format("--sr-bits must be in [1, {}]", kMaxSrBits));
   if (a.emit != "values" && a.emit != "packed")
     throw UsageError("--emit must be values or packed, not '" + a.emit + "'");
   if (a.emit == "packed" && !ends_with(a.out, ".safetensors") && !ends_with(a.out, ".npy"))
     throw UsageError("--emit packed writes .safetensors or .npy; OUT must end so");
 
-  const Input in = read_input(a.in, a.shape, a.tensor);
+  const Input in = read_float_input(a.in, a.shape, a.tensor);
   const int rank = static_cast<int>(in.shape.size());
+  // A 1xN block longer than its axis is one ragged block (docs/formats.md#edge-semantics).
   if (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::channel) {
     const int axis = f.block.axis < 0 ? f.block.axis + rank : f.block.axis;
     if (axis < 0 || axis >= std::max(rank, 1))
       throw UsageError(fmt::format("--axis {} is out of range for a tensor of shape {} (rank {})",
                                    f.block.axis, shape_text(in.shape), rank));
-    const int64_t dim = rank == 0 ? 1 : in.shape[static_cast<size_t>(axis)];
-    if (f.block.kind == BlockShape::Kind::vector && f.block.length > dim)
-      throw UsageError(fmt::format("block of {} is larger than axis {} of shape {} ({} elements)",
-                                   f.block.length, axis, shape_text(in.shape), dim));
   }
   const Pieces pieces = stream_pieces(in.shape, f);
-  if (pieces.granule > 0 && !in.values.empty() && tensor_wide_scale(f))
-    opt.whole_tensor_amax = tensor_amax({in.values, in.shape}, f, opt);
+  if (pieces.granule > 0 && tensor_wide_scale(f))
+    opt.whole_tensor_amax = tensor_amax({in.data, in.shape}, f, opt);
   if (a.emit == "values") {
     // Fused: scale, cast and dequantize per block in one pass, no codes materialised
     // (bit-identical to dequantize(quantize(x)), formats_test_block_*).
     const std::string name = a.tensor.empty() ? "values" : a.tensor;
-    if (pieces.granule > 0 && !in.values.empty()) {
+    if (pieces.granule > 0) {
       quantize_values_streamed(in, pieces, f, opt, a.out, name);
       return;
     }
-    // Per-channel blocks along axis 0 (and 0-D or empty tensors): one call. Not
-    // zero-filled first: every element is written.
-    const auto out = std::make_unique_for_overwrite<float[]>(in.values.size());
-    const std::span<float> values(out.get(), in.values.size());
-    fake_quantize_values({in.values, in.shape}, values, f, opt);
+    // Per-channel blocks along axis 0 (and 0-D tensors): one call. Not zero-filled
+    // first: every element is written.
+    const auto out = std::make_unique_for_overwrite<float[]>(in.data.size());
+    const std::span<float> values(out.get(), in.data.size());
+    fake_quantize_values({in.data, in.shape}, values, f, opt);
     io::OutputFile file(a.out, io::DType::f32, in.shape, name);
     file.append(std::as_bytes(values));
     file.commit();
     return;
   }
-  if (pieces.granule > 0 && !in.values.empty()) {
+  if (pieces.granule > 0) {
     quantize_packed_streamed(in, pieces, f, opt, a.out);
     return;
   }
-  const QuantizedTensor q = quantize({in.values, in.shape}, f, opt);
+  const QuantizedTensor q = quantize({in.data, in.shape}, f, opt);
   const Packing p = packing_for_bits(q.format.element.bits);
   const std::vector<uint8_t> packed = pack(q.codes, p);
   const std::vector<int64_t> codes_shape = {static_cast<int64_t>(packed.size())};
@@ -374,9 +341,10 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
     io::write_safetensors(a.out, tensors, packed_metadata(q.format, q.shape, p, q.headroom_3_4));
     return;
   }
-  // .npy: three files.
-  write_packed_npy(a.out, scales, q.tensor_scale ? &tensor_scale : nullptr,
-                   [&] { io::write_npy(a.out, codes); });
+  // .npy: two or three files, committed together.
+  io::OutputFile codes_file(a.out, io::DType::u8, codes_shape);
+  codes_file.append(codes.bytes);
+  commit_packed_npy(a.out, codes_file, scales, q.tensor_scale ? &tensor_scale : nullptr);
 }
 
 struct DequantizeArgs {
@@ -413,10 +381,11 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
                                     a.in, key));
     try {
       q.format = parse_block_format(meta["format"]);
-      q.format.block.axis = std::stoi(meta["axis"]);
+      q.format.block.axis = static_cast<int>(parse_int(meta["axis"], "axis", INT_MIN, INT_MAX));
       q.shape = meta["shape"].empty() ? std::vector<int64_t>{} : io::parse_shape(meta["shape"]);
+      scale_grid_shape(q.shape, q.format);  // an axis beyond the shape's rank
     } catch (const std::exception& e) {
-      throw io::DataError(fmt::format("{}: bad metadata: {}", a.in, e.what()));
+      throw io::DataError(fmt::format("{}: bad metadata: {}", io::printable(a.in), io::printable(e.what())));
     }
     q.headroom_3_4 = meta.count("headroom_3_4") && meta["headroom_3_4"] == "1";
     packing = meta["packing"];
@@ -446,8 +415,8 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   const ElementFormat& e = q.format.element;
   const Packing p = packing_for_bits(e.bits);
   if (!packing.empty() && packing != packing_name(p))
-    throw io::DataError(fmt::format("{}: packing '{}' does not match {} ({})", a.in, packing, e.name_view(),
-                                packing_name(p)));
+    throw io::DataError(fmt::format("{}: packing '{}' does not match {} ({})", a.in,
+                                    io::printable(packing), e.name_view(), packing_name(p)));
   int64_t numel = 1;
   for (auto d : q.shape) numel *= d;
   const size_t n = static_cast<size_t>(numel);
@@ -495,19 +464,24 @@ const bool registered_quantize = register_command(40, [](CLI::App& app) {
                   "ELEMENT:BLOCK[:SCALE[:RULE]] with BLOCK bN|RxC|row|tensor, SCALE "
                   "e8m0|pow2|fp32|e4m3, RULE floor|rceil|ceil|even")
       ->required();
-  cmd->add_option("--block", args->block, "block length N of a 1xN format (overrides the format's)");
-  cmd->add_option("--axis", args->axis, "axis the 1xN blocks run along (default -1, the last)");
+  add_int_option(cmd, "--block", args->block, 1, INT64_MAX,
+                 "block length N >= 1 of a 1xN format (overrides the format's; a block longer "
+                 "than its axis is one ragged block)");
+  add_int_option(cmd, "--axis", args->axis, INT_MIN, INT_MAX,
+                 "axis the 1xN blocks run along (default -1, the last; -rank..rank-1)");
   cmd->add_option("--scale-rule", args->scale_rule, "floor|rceil|ceil|even (e8m0 and pow2 scales)");
   cmd->add_option("--round", args->round, "element rounding: rne (default), rna, rtz, rup, rdn, sr");
-  cmd->add_option("--seed", args->seed, "stochastic rounding seed (with --round sr)");
-  cmd->add_option("--stream", args->stream, "stochastic rounding stream (with --round sr)");
-  cmd->add_option("--sr-bits", args->sr_bits, "random bits per stochastic rounding (1-32)");
+  add_seed_option(cmd, args->seed, "stochastic rounding seed (with --round sr; 0..2^64-1)");
+  add_int_option(cmd, "--stream", args->stream, 0, UINT32_MAX,
+                 "stochastic rounding stream (with --round sr; 0..2^32-1)");
+  add_int_option(cmd, "--sr-bits", args->sr_bits, 1, kMaxSrBits,
+                 "random bits per stochastic rounding (1-32)");
   cmd->add_option("--shape", args->shape, "shape of a raw float32 input, e.g. 128x4096");
   cmd->add_option("--emit", args->emit,
                   "values: fake-quantized float32 (.npy, .safetensors or raw by OUT's extension); "
                   "packed: packed codes + scales (.safetensors, or .npy + .scales.npy)");
   cmd->add_option("--tensor", args->tensor, "the tensor to read from a .safetensors input");
-  cmd->add_option("--threads", args->threads, "threads (0: all; results never depend on it)");
+  add_threads_option(cmd, args->threads, "threads (0: all, at most 1024; results never depend on it)");
   cmd->add_flag("--headroom-3-4", args->headroom,
                 "multiply elements by 3/4 after choosing the scale (SR never clips); dequantize "
                 "divides by 0.75");
@@ -531,9 +505,10 @@ const bool registered_dequantize = register_command(41, [](CLI::App& app) {
       "dequantize", "packed codes + scales (from `lpx quantize --emit packed`) to float32");
   cmd->add_option("--format", args->format, "block format (.npy inputs only)");
   cmd->add_option("--shape", args->shape, "logical shape D0xD1x... (.npy inputs only)");
-  cmd->add_option("--axis", args->axis, "block axis used when quantizing (.npy inputs only)");
+  add_int_option(cmd, "--axis", args->axis, INT_MIN, INT_MAX,
+                 "block axis used when quantizing (.npy inputs only)");
   cmd->add_flag("--headroom-3-4", args->headroom, "the input was quantized with --headroom-3-4 (.npy only)");
-  cmd->add_option("--threads", args->threads, "threads (0: all)");
+  add_threads_option(cmd, args->threads, "threads (0: all, at most 1024)");
   cmd->add_option("IN", args->in, "packed .safetensors (or codes .npy beside its .scales.npy)")->required();
   cmd->add_option("OUT", args->out, "float32 output (.npy, .safetensors or raw by extension)")->required();
   cmd->footer(
