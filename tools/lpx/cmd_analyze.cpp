@@ -127,22 +127,35 @@ std::string json_number(double v) {
   return fmt::format("{}", v);
 }
 
+// A JSON string; besides what JSON requires (", \ and C0 controls), DEL and the C1
+// controls U+0080..U+009F (UTF-8 C2 80..C2 9F) are written as \u escapes too, so that a
+// tensor name from a file cannot drive the terminal that shows the output.
 std::string json_string(const std::string& s) {
   std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\u{:04x}", static_cast<int>(c));
-      continue;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\u{:04x}", c);
+    } else if (c == 0xC2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) < 0xA0) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned char>(s[++i]));
+    } else {
+      out += static_cast<char>(c);
     }
-    out += c;
   }
   return out + "\"";
 }
 
-void run_analyze(const AnalyzeArgs& a) {
+void run_analyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   const std::vector<std::string> formats = split_list(a.formats);
   if (formats.empty()) throw UsageError("--formats needs at least one format");
+  // As cast and quantize: the rounding mode is checked before any data is read, and a
+  // seed without stochastic rounding is a conflict, not an option silently ignored.
+  if (rounding_by_name(a.round) != Rounding::sr && cmd.count("--seed"))
+    throw UsageError("--seed needs --round sr");
   // Check every format name before reading any data, so a typo fails fast (exit 2).
   for (const std::string& f : formats) {
     try {
@@ -162,9 +175,14 @@ void run_analyze(const AnalyzeArgs& a) {
   if (!a.shape.empty()) raw_shape = io::parse_shape(a.shape);
   for (const std::string& path : a.files) {
     const io::TensorFile file = io::read_tensor_file(path, raw_shape, a.tensors);
-    if (file.tensors.empty()) throw io::DataError(path + ": no tensors in file");
+    check_input_options(file, path, !a.shape.empty(), !a.tensors.empty());
+    const std::string shown = path == "-" ? "<stdin>" : io::printable(path);
+    if (file.tensors.empty()) throw io::DataError(shown + ": no tensors in file");
     for (const io::TensorRef& t : file.tensors) {
-      if (t.numel() == 0) throw io::DataError(fmt::format("{}: tensor '{}' is empty", path, t.name));
+      if (t.numel() == 0)
+        throw io::DataError(t.name.empty() ? shown + ": empty input (no elements)"
+                                           : fmt::format("{}: tensor '{}' is empty", shown,
+                                                         io::printable(t.name)));
       std::vector<float> converted;
       std::span<const float> x;
       if (t.dtype == io::DType::f32) {
@@ -203,16 +221,21 @@ void run_analyze(const AnalyzeArgs& a) {
     fmt::print("]\n");
     return;
   }
+  // The table shows names from files (and paths) with control characters escaped.
+  const auto tensor_cell = [&](const Row& r) {
+    return a.files.size() > 1 ? io::printable(r.file) + ":" + io::printable(r.tensor)
+                              : io::printable(r.tensor);
+  };
   size_t wt = 6, wf = 6;
   for (const Row& r : rows) {
-    wt = std::max(wt, r.tensor.size() + (a.files.size() > 1 ? r.file.size() + 1 : 0));
+    wt = std::max(wt, tensor_cell(r).size());
     wf = std::max(wf, r.format.size());
   }
   fmt::print("{:<{}}  {:<{}}  {:>8}  {:>10}  {:>10}  {:>9}  {:>8}  {:>8}  {:>8}\n", "tensor", wt,
              "format", wf, "SQNR dB", "MSE", "max |err|", "max rel", "flushed%", "satur.%",
              "clamped%");
   for (const Row& r : rows) {
-    const std::string tensor = a.files.size() > 1 ? r.file + ":" + r.tensor : r.tensor;
+    const std::string tensor = tensor_cell(r);
     if (!r.note.empty()) {
       fmt::print("{:<{}}  {:<{}}  n/a: {}\n", tensor, wt, r.format, wf, r.note);
       continue;
@@ -224,7 +247,7 @@ void run_analyze(const AnalyzeArgs& a) {
   for (const Row& r : rows)
     if (r.nonfinite > 0) {
       fmt::print("note: {} non-finite inputs in {} are excluded from the error statistics\n",
-                 r.nonfinite, r.tensor);
+                 r.nonfinite, io::printable(r.tensor));
       break;
     }
 }
@@ -235,17 +258,18 @@ const bool registered = register_command(50, [](CLI::App& app) {
   cmd->add_option("--formats", a->formats,
                   "Comma-separated block presets, block specs or element formats")
       ->capture_default_str();
-  cmd->add_option("--tensor", a->tensors, "Only these safetensors tensors (repeatable)");
-  cmd->add_option("--shape", a->shape, "Shape of raw .f32 inputs, e.g. 64x128");
+  cmd->add_option("--tensor", a->tensors, "Only these tensors of .safetensors inputs (repeatable)");
+  cmd->add_option("--shape", a->shape, "Shape of raw .f32 inputs (all inputs raw), e.g. 64x128");
   cmd->add_option("--round", a->round, "Rounding of the elements: rne (default) ... sr");
-  cmd->add_option("--seed", a->seed, "Seed for --round sr");
+  add_seed_option(cmd, a->seed, "Seed for --round sr (0..2^64-1)");
   cmd->add_flag("--json", a->json, "A JSON list of rows instead of the table");
-  cmd->add_option("FILE", a->files, ".npy, .safetensors or raw .f32 files")->required();
+  cmd->add_option("FILE", a->files, ".npy, .safetensors or raw .f32 files, or - (stdin: .npy "
+                                    "and .safetensors by their first bytes, else raw)")->required();
   cmd->footer(
       "Examples:\n"
       "  lpx analyze model.safetensors\n"
       "  lpx analyze --formats mxfp4,nvfp4,e2m1:b32:e8m0:rceil --json acts.npy");
-  cmd->callback([a] { run_analyze(*a); });
+  cmd->callback([a, cmd] { run_analyze(*a, *cmd); });
 });
 
 }  // namespace
