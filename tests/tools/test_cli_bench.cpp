@@ -62,3 +62,24 @@ TEST_CASE("lpx bench: bad arguments exit non-zero with one stderr line") {
     CHECK(r.err.find('\n') == r.err.size() - 1);
   }
 }
+
+TEST_CASE("lpx bench: numbers out of range are usage errors, never defaults") {
+  // Before: --threads 100000 ran (and crashes OpenMP on large sizes), --size -1 wrapped to
+  // 2^64-1 ("cannot create std::vector larger than max_size()", exit 1), --size
+  // 99999999999999999999 saturated, --reps had no upper end.
+  TempDir dir;
+  for (const std::string args :
+       {"bench --threads 100000 --size 16", "bench --threads -1 --size 16", "bench --size -1",
+        "bench --size 1e3", "bench --size 0x10", "bench --size 99999999999999999999",
+        "bench --size 4294967297", "bench --reps 1001", "bench --reps -3 --size 16",
+        "bench --train --steps 0", "bench --train --steps 100000"}) {
+    INFO(args);
+    const auto r = run_lpx(args, dir);
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err_lines() == 1);
+  }
+  // In range: runs.
+  const auto r = run_lpx("bench --size 64 --reps 1 --threads 2 --filter 'decode e4m3fn'", dir);
+  CHECK(r.status == 0);
+}

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <regex>
 #include <string>
 #include <utility>
@@ -11,8 +12,10 @@
 
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include "../bench/cast_paths.hpp"
+#include "cli_util.hpp"
 #include "command.hpp"
 #include "lpx/kernels/bench.hpp"
 #include "lpx/io/tensor_file.hpp"
@@ -22,6 +25,13 @@
 
 namespace lpx::cli {
 namespace {
+
+// The ranges of the numeric options (docs/input-policy.md): a value outside is a usage
+// error. 2^32 elements already need 44 GiB of buffers (11 bytes each); a bench of more than 1000
+// repetitions or steps would look hung.
+constexpr int64_t kMaxSize = int64_t{1} << 32;
+constexpr int64_t kMaxReps = 1000;
+constexpr int64_t kMaxSteps = 1000;
 
 struct BenchArgs {
   size_t size = size_t{64} << 20;
@@ -126,8 +136,6 @@ std::vector<double> best_seconds_interleaved(int reps, const std::vector<std::fu
 void run_bench(const BenchArgs& a) {
   if (a.gpu) return run_gpu_bench(a);
   if (a.train) return run_train_bench(a);
-  if (a.size == 0) throw UsageError("bench: --size must be positive");
-  if (a.reps < 1) throw UsageError("bench: --reps must be at least 1");
   std::regex re;
   try {
     re = std::regex(a.filter.empty() ? std::string(".*") : a.filter);
@@ -138,7 +146,21 @@ void run_bench(const BenchArgs& a) {
   std::vector<int> thread_counts{1};
   if (all > 1) thread_counts.push_back(all);
 
-  bench::Buffers buf(a.size);
+  // Allocation succeeds lazily (overcommit) and the OOM killer strikes while the buffers
+  // fill, so buffers larger than most of the memory are refused up front.
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const double need = static_cast<double>(a.size) * 11, have = static_cast<double>(pages) * page;
+  if (pages > 0 && page > 0 && need > 0.75 * have)
+    throw io::DataError(fmt::format("bench: --size {} needs {:.1f} GiB of buffers, more than 3/4 of "
+                                    "this machine's {:.1f} GiB", a.size, need / (1 << 30), have / (1 << 30)));
+  std::unique_ptr<bench::Buffers> owned;
+  try {
+    owned = std::make_unique<bench::Buffers>(a.size);
+  } catch (const std::exception& e) {  // bad_alloc, length_error
+    throw io::DataError(fmt::format("bench: cannot allocate the buffers of --size {} ({} bytes): {}",
+                                    a.size, a.size * 11, e.what()));
+  }
+  bench::Buffers& buf = *owned;
   const double n = static_cast<double>(a.size);
   struct Row {
     std::string path;
@@ -221,16 +243,17 @@ const bool registered = register_command(60, [](CLI::App& app) {
       "bench",
       "Throughput of the array casts (encode, decode, fake-cast) at 1 and all threads, with\n"
       "the ratio to a memcpy moving the same bytes (read + write) timed in the same run.");
-  cmd->add_option("--size", args->size, "elements per array (default 64Mi)");
-  cmd->add_option("--threads", args->threads, "the 'all threads' count (default: OpenMP's)");
-  cmd->add_option("--reps", args->reps, "timed repetitions, best kept (default 3)");
+  add_int_option(cmd, "--size", args->size, 1, kMaxSize, "elements per array (default 64Mi, at most 2^32)");
+  add_threads_option(cmd, args->threads, "the 'all threads' count (default 0: OpenMP's; at most 1024)");
+  add_int_option(cmd, "--reps", args->reps, 1, kMaxReps, "timed repetitions, best kept (default 3, at most 1000)");
   cmd->add_flag("--json", args->json, "print a JSON list instead of the table");
   cmd->add_option("--filter", args->filter, "only paths matching this regex (e.g. 'e2m1')");
   cmd->add_flag("--gpu", args->gpu, "benchmark the CUDA kernels (1 GiB inputs) and GEMMs instead");
   cmd->add_flag("--train", args->train, "time training steps of each recipe against fp32 instead");
   cmd->add_option("--models", args->models, "with --train: mlp,gpt (default both)");
   cmd->add_option("--recipes", args->recipes, "with --train: recipes to time (default: the catalogue)");
-  cmd->add_option("--steps", args->steps, "with --train: timed steps per recipe (median; default 5)");
+  add_int_option(cmd, "--steps", args->steps, 1, kMaxSteps,
+                 "with --train: timed steps per recipe (median; default 5, at most 1000)");
   cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu\n  lpx bench --train --models gpt --recipes fp32,bf16,mxfp8");
   cmd->callback([args] { run_bench(*args); });
 });
