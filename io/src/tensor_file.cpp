@@ -40,8 +40,10 @@ constexpr std::string_view kNpyMagic = "\x93NUMPY";
 // that a corrupt length cannot make us parse (or allocate for) gigabytes of JSON.
 constexpr uint64_t kMaxSafetensorsHeader = 100u * 1000u * 1000u;
 
+// `source` (a path, or "<stdin>") is escaped as names from files are: a file name can come
+// from a directory listing.
 [[noreturn]] void fail(const std::string& source, const std::string& what) {
-  throw DataError(source + ": " + what);
+  throw DataError(printable(source) + ": " + what);
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {

@@ -942,6 +942,8 @@ TEST_CASE("names and strings from a file are escaped in messages") {
   REQUIRE_DATA_ERROR(parse_npy(npy_bytes(1, "{'descr': '<f4\x1b', 'fortran_order': False, 'shape': (1,), }",
                                          std::string(4, '\0'))),
                      "unsupported .npy dtype '<f4\\x1b'");
+  // File names too (they can come from a directory listing).
+  REQUIRE_DATA_ERROR(lpx::io::read_tensor_file("/nonexistent/a\x1b[2J.npy"), "/nonexistent/a\\x1b[2J.npy: cannot open");
 }
 
 namespace {

@@ -152,6 +152,18 @@ TEST_CASE("analyze escapes control characters of tensor names; reads .safetensor
   CHECK(r.err_lines() == 1);
   CHECK(r.err.find('\x1b') == std::string::npos);
   CHECK_THAT(r.err, Catch::Contains("available: w\\x1b[31m\\x07\\u009b"));
+  // A header that names a tensor twice is refused, not read as its last entry (io's
+  // parser sees every key; nlohmann-json alone keeps the last one silently).
+  std::string dup = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                    "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}";
+  dup.append((8 - dup.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (size_t i = 0; i < 8; ++i) len[i] = static_cast<char>((dup.size() >> (8 * i)) & 0xFF);
+  std::ofstream(dir / "dup.safetensors", std::ios::binary) << len + dup + std::string(8, '\0');
+  r = run_lpx("analyze " + (dir / "dup.safetensors").string(), dir);
+  CHECK(r.status == 1);
+  CHECK(r.err_lines() == 1);
+  CHECK_THAT(r.err, Catch::Contains("repeats the key 'a'"));
   // stdin: the same rows as the file.
   r = run_lpx("analyze --json --formats e4m3,mxfp4 -", dir, (dir / "n.safetensors").string());
   INFO(r.err);

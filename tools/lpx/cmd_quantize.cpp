@@ -362,6 +362,7 @@ const io::TensorRef& find_tensor(const io::TensorFile& f, const std::string& nam
 }
 
 void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
+  const std::string shown = io::printable(a.in);  // the path as messages show it
   QuantizedTensor q;
   io::TensorFile file, scales_file, ts_file;
   const io::TensorRef* codes = nullptr;
@@ -378,19 +379,19 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
       if (!meta.count(key))
         throw io::DataError(fmt::format("{}: metadata lacks '{}' (not written by `lpx quantize "
                                     "--emit packed`?)",
-                                    a.in, key));
+                                    shown, key));
     try {
       q.format = parse_block_format(meta["format"]);
       q.format.block.axis = static_cast<int>(parse_int(meta["axis"], "axis", INT_MIN, INT_MAX));
       q.shape = meta["shape"].empty() ? std::vector<int64_t>{} : io::parse_shape(meta["shape"]);
       scale_grid_shape(q.shape, q.format);  // an axis beyond the shape's rank
     } catch (const std::exception& e) {
-      throw io::DataError(fmt::format("{}: bad metadata: {}", io::printable(a.in), io::printable(e.what())));
+      throw io::DataError(fmt::format("{}: bad metadata: {}", shown, io::printable(e.what())));
     }
     q.headroom_3_4 = meta.count("headroom_3_4") && meta["headroom_3_4"] == "1";
     packing = meta["packing"];
-    codes = &find_tensor(file, "codes", a.in);
-    scales = &find_tensor(file, "scales", a.in);
+    codes = &find_tensor(file, "codes", shown);
+    scales = &find_tensor(file, "scales", shown);
     for (const auto& t : file.tensors)
       if (t.name == "tensor_scale") ts = &t;
   } else if (ends_with(a.in, ".npy")) {
@@ -415,19 +416,19 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   const ElementFormat& e = q.format.element;
   const Packing p = packing_for_bits(e.bits);
   if (!packing.empty() && packing != packing_name(p))
-    throw io::DataError(fmt::format("{}: packing '{}' does not match {} ({})", a.in,
+    throw io::DataError(fmt::format("{}: packing '{}' does not match {} ({})", shown,
                                     io::printable(packing), e.name_view(), packing_name(p)));
   int64_t numel = 1;
   for (auto d : q.shape) numel *= d;
   const size_t n = static_cast<size_t>(numel);
   if (codes->dtype != io::DType::u8 || codes->bytes.size() != packed_size(n, p))
     throw io::DataError(fmt::format("{}: codes must be {} uint8 bytes for shape {}, found {} bytes of {}",
-                                a.in, packed_size(n, p), shape_text(q.shape), codes->bytes.size(),
+                                shown, packed_size(n, p), shape_text(q.shape), codes->bytes.size(),
                                 io::dtype_name(codes->dtype)));
   q.codes = unpack(std::span(reinterpret_cast<const uint8_t*>(codes->bytes.data()), codes->bytes.size()), n, p);
   for (size_t i = 0; i < n; ++i)
     if (q.codes[i] > e.code_mask)
-      throw io::DataError(fmt::format("{}: code {} at element {} does not fit {} ({} bits)", a.in,
+      throw io::DataError(fmt::format("{}: code {} at element {} does not fit {} ({} bits)", shown,
                                   q.codes[i], i, e.name_view(), e.bits));
   const std::vector<int64_t> grid = scale_grid_shape(q.shape, q.format);
   int64_t nblocks = 1;
@@ -435,7 +436,7 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   const bool coded = q.format.scale_is_code();
   const io::DType want = coded ? io::DType::u8 : io::DType::f32;
   if (scales->dtype != want || scales->numel() != nblocks)
-    throw io::DataError(fmt::format("{}: scales must be {} {} values (grid {}), found {} of {}", a.in,
+    throw io::DataError(fmt::format("{}: scales must be {} {} values (grid {}), found {} of {}", shown,
                                 nblocks, io::dtype_name(want), shape_text(grid), scales->numel(),
                                 io::dtype_name(scales->dtype)));
   if (coded) {
@@ -446,7 +447,7 @@ void run_dequantize(const DequantizeArgs& a, const CLI::App& cmd) {
   }
   if (q.format.two_level()) {
     if (ts == nullptr || ts->dtype != io::DType::f32 || ts->numel() != 1)
-      throw io::DataError(fmt::format("{}: a two-level format needs a float32 tensor_scale of one value", a.in));
+      throw io::DataError(fmt::format("{}: a two-level format needs a float32 tensor_scale of one value", shown));
     q.tensor_scale = io::to_float32(*ts)[0];
   }
   std::vector<float> out(n);
