@@ -447,6 +447,34 @@ TEST_CASE("lpx quantize refuses inputs with no elements, as cast does; other inp
   }
 }
 
+TEST_CASE("lpx quantize: a 0-D tensor is one element, in one block of any format") {
+  // Before: 1xN formats refused it ("--axis -1 is out of range ... (rank 0)") although
+  // --axis was not given and the library takes a 0-D tensor as one element.
+  TempDir dir;
+  const float v = 3.7f;
+  std::string payload(4, '\0');
+  std::memcpy(payload.data(), &v, 4);
+  put(dir / "s.npy", npy_file("<f4", "()", payload));
+  for (const char* spec : {"mxfp4", "nvfp4", "fp8_tensor", "e4m3:channel:fp32"}) {
+    INFO(spec);
+    auto r = run_lpx(std::string("quantize --format ") + spec + " " + (dir / "s.npy").string() + " " +
+                         (dir / "v.f32").string(), dir);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    std::vector<float> want(1);
+    lpx::fake_quantize({std::vector<float>{v}, std::vector<int64_t>{}}, want, lpx::parse_block_format(spec));
+    CHECK(same_bytes(read_file<float>(dir / "v.f32"), want));
+    r = run_lpx(std::string("quantize --emit packed --format ") + spec + " " + (dir / "s.npy").string() + " " +
+                    (dir / "p.safetensors").string(), dir);
+    REQUIRE(r.status == 0);
+    r = run_lpx("dequantize " + (dir / "p.safetensors").string() + " " + (dir / "d.npy").string(), dir);
+    REQUIRE(r.status == 0);
+    const auto back = lpx::io::read_tensor_file((dir / "d.npy").string());
+    CHECK(back.tensors.at(0).shape.empty());
+    CHECK(same_bytes(lpx::io::to_float32(back.tensors[0]), want));
+  }
+}
+
 TEST_CASE("lpx quantize reads .npy and .safetensors from stdin by their first bytes") {
   TempDir dir;
   const auto x = sample(4 * 32);

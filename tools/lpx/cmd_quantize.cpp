@@ -294,8 +294,9 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   const Input in = read_float_input(a.in, a.shape, a.tensor);
   const int rank = static_cast<int>(in.shape.size());
   // A 1xN block longer than its axis is one ragged block (docs/formats.md#edge-semantics).
+  // A 0-D tensor is one element with one axis, as in the library (axis 0 or -1).
   if (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::channel) {
-    const int axis = f.block.axis < 0 ? f.block.axis + rank : f.block.axis;
+    const int axis = f.block.axis < 0 ? f.block.axis + std::max(rank, 1) : f.block.axis;
     if (axis < 0 || axis >= std::max(rank, 1))
       throw UsageError(fmt::format("--axis {} is out of range for a tensor of shape {} (rank {})",
                                    f.block.axis, shape_text(in.shape), rank));
