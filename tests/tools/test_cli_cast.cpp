@@ -261,6 +261,7 @@ TEST_CASE("decode reads codes from raw, .npy and .safetensors files and stdin, a
     std::string says;
   };
   const std::string out = (dir / "bad.f32").string();
+  std::ofstream(dir / "empty.bin").flush();
   for (const Bad& c : std::vector<Bad>{
            {"decode --from e4m3 " + (dir / "v.safetensors").string() + " " + out, "", 1, "holds float32"},
            {"decode --from e4m3 " + (dir / "v.npy").string() + " " + out, "", 1, "holds float32"},
@@ -271,7 +272,10 @@ TEST_CASE("decode reads codes from raw, .npy and .safetensors files and stdin, a
            {"decode --from e4m3 --tensor a " + (dir / "c.npy").string() + " " + out, "", 2, "--tensor applies"},
            {"decode --from e4m3 --tensor a " + (dir / "c.bin").string() + " " + out, "", 2, "--tensor applies"},
            {"decode --from e4m3 --shape 5x5 " + (dir / "c.npy").string() + " " + out, "", 2, "--shape applies"},
-           {"decode --from e4m3 --shape 5x5 " + (dir / "c.bin").string() + " " + out, "", 1, "does not match"}}) {
+           {"decode --from e4m3 --shape 5x5 " + (dir / "c.bin").string() + " " + out, "", 1, "does not match"},
+           // An empty raw file (read with memcpy(NULL, NULL, 0) before: UBSan).
+           {"decode --from e4m3 " + (dir / "empty.bin").string() + " " + out, "", 1, "empty input"},
+           {"decode --from e4m3 - " + out, (dir / "empty.bin").string(), 1, "<stdin>: empty input"}}) {
     INFO(c.args << " < " << c.stdin_file);
     r = run_lpx(c.args, dir, c.stdin_file);
     INFO(r.err);
