@@ -1,12 +1,17 @@
 // Kill a running `lpx sweep` (SIGKILL to its whole process group) after its first run has
 // finished, rerun it: no finished run is repeated (done markers untouched) and every loss
-// array equals an uninterrupted sweep's bit for bit. Real (tiny) `lpx train` runs.
+// array equals an uninterrupted sweep's bit for bit. Kill the sweep alone: its runs end too
+// and release their folders' locks. Real (tiny) `lpx train` runs.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -68,4 +73,83 @@ TEST_CASE("sweep: killed midway and rerun, finished runs are kept and results ma
     CHECK(same_bits(a.metrics.loss, b.metrics.loss));
     CHECK(same_bits(a.metrics.grad_norm, b.metrics.grad_norm));
   }
+}
+
+namespace {
+// Processes whose parent is `parent` (from /proc/<pid>/stat).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> kids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = slurp(e.path() / "stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent)
+      kids.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return kids;
+}
+
+// Gone, or a zombie nobody has reaped yet.
+bool dead(pid_t pid) {
+  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  return stat.empty() || close == std::string::npos || stat[close + 2] == 'Z' || stat[close + 2] == 'X';
+}
+
+bool locked(const fs::path& p) {
+  const int fd = open(p.c_str(), O_RDWR);
+  if (fd < 0) return false;
+  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0;
+  close(fd);
+  return held;
+}
+}  // namespace
+
+TEST_CASE("sweep: SIGKILL to the sweep alone ends its runs too, and frees their folders") {
+  TempDir d;
+  const fs::path out = d / "o";
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    const std::string o = out.string();
+    execl(LPX_BINARY, LPX_BINARY, "sweep", "--recipes", "bf16", "--steps", "1000000", "--set", "threads=1", "--jobs",
+          "2", "--out", o.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  std::vector<pid_t> kids;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (kids.size() < 2 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    kids = children_of(pid);
+  }
+  REQUIRE(kids.size() == 2);
+  // each run holds its folder's lock while it runs
+  const auto t1 = std::chrono::steady_clock::now();
+  while (!(locked(out / "ref-fp32-s0" / "run.lock") && locked(out / "bf16-threads1-s0" / "run.lock")) &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(30))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(locked(out / "ref-fp32-s0" / "run.lock"));
+  CHECK(locked(out / "bf16-threads1-s0" / "run.lock"));
+
+  kill(pid, SIGKILL);  // the sweep only, not its process group
+  int st = 0;
+  waitpid(pid, &st, 0);
+  const auto t2 = std::chrono::steady_clock::now();
+  bool all_dead = false;
+  while (!all_dead && std::chrono::steady_clock::now() - t2 < std::chrono::seconds(10)) {
+    all_dead = std::all_of(kids.begin(), kids.end(), dead);
+    if (!all_dead) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (pid_t k : kids)
+    if (!dead(k)) kill(k, SIGKILL);  // do not leave them behind when the check fails
+  CHECK(all_dead);
+  CHECK_FALSE(locked(out / "ref-fp32-s0" / "run.lock"));
+  CHECK_FALSE(locked(out / "bf16-threads1-s0" / "run.lock"));
 }

@@ -25,21 +25,36 @@
 //   }
 // Run keys are `lpx train` options: recipe lr batch steps eval_every checkpoint_every
 // stats_every weight_decay hidden activation layers channels heads context threads data.
+// The spec is parsed and checked by parse_sweep_spec (sweep_spec.hpp): every value is
+// range-checked as `lpx train` checks it, and a bad one is a usage error, never a default.
+//
+// Processes and files (docs/input-policy.md):
+// - DIR/sweep.lock is held (flock) by the sweep for as long as it runs; a second sweep into
+//   the same DIR exits 1 with one line and touches nothing.
+// - DIR/<run>/run.lock is locked before the sweep touches the run's folder and is held by
+//   the run's `lpx train` until it exits. A rerun never deletes or resumes a run whose lock
+//   is held: it reports the run as locked, skips it, runs the others and exits 1.
+// - Every run dies with the sweep (PR_SET_PDEATHSIG: SIGTERM), even when the sweep itself is
+//   killed with SIGKILL; a rerun then resumes those runs from their checkpoints.
+// - The Slurm script single-quotes every value it holds (one quoted word per argument);
+//   control characters are refused in every path and argument before anything is written.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,9 +62,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.hpp"
 #include "command.hpp"
-#include "lpx/divergence/detectors.hpp"
-#include "lpx/recipes/recipe.hpp"
+#include "json_file.hpp"
+#include "stdout_write.hpp"
+#include "sweep_spec.hpp"
 
 namespace lpx::cli {
 namespace {
@@ -58,218 +75,30 @@ namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 struct SweepArgs {
-  std::string spec, recipes, model, out, launcher = "local", reference;
-  int seeds = 0, jobs = 0;
-  int64_t steps = 0;
-  std::vector<std::string> set;
+  std::string spec, out, launcher = "local";
+  int jobs = 0;
+  SweepOverrides o;
   bool submit = false, dry_run = false;
 };
 
-struct PlannedRun {
-  std::string name, recipe, reference_run;
-  int64_t seed = 0;
-  bool reference = false;
-  json set;                       // every train option of the run (key -> value)
-  std::vector<std::string> args;  // after the binary: train ...
-};
-
-const std::set<std::string>& run_keys() {
-  static const std::set<std::string> k = {"recipe", "lr", "batch", "steps", "eval_every", "checkpoint_every",
-                                          "stats_every", "weight_decay", "hidden", "activation", "layers",
-                                          "channels", "heads", "context", "threads", "data", "model"};
-  return k;
-}
-
-void check_key(const std::string& where, const std::string& k) {
-  if (run_keys().count(k)) return;
-  std::string all;
-  for (const auto& x : run_keys()) all += (all.empty() ? "" : ", ") + x;
-  throw UsageError(fmt::format("sweep: {}: unknown key '{}'; allowed: {}", where, k, all));
-}
-
-void check_recipe(const std::string& r) {
-  if (r.size() > 5 && r.ends_with(".json")) {
-    if (!fs::exists(r)) throw UsageError(fmt::format("sweep: recipe file '{}' does not exist", r));
-    return;
-  }
-  std::string all;
-  for (auto n : recipe_names()) {
-    if (n == r) return;
-    all += (all.empty() ? "" : ", ") + std::string(n);
-  }
-  throw UsageError(fmt::format("sweep: unknown recipe '{}'; known: {}", r, all));
-}
-
-std::string value_text(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_array()) {
-    std::string s;
-    for (const auto& x : v) s += (s.empty() ? "" : ",") + value_text(x);
-    return s;
-  }
-  if (v.is_number_float()) return fmt::format("{:g}", v.get<double>());
-  return v.dump();
-}
-
-std::string safe_name(std::string s) {
-  for (char& c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') c = '_';
-  return s;
-}
-
-// "1e-3" -> number, "mxfp8" -> string, "256,128" stays a string for --hidden.
-json parse_value(const std::string& s) {
-  try {
-    size_t used = 0;
-    const double d = std::stod(s, &used);
-    if (used == s.size()) {
-      if (s.find_first_of(".eE") == std::string::npos) return json(static_cast<int64_t>(d));
-      return json(d);
-    }
-  } catch (const std::exception&) {
-  }
-  return json(s);
-}
-
-json read_spec(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw UsageError(fmt::format("sweep: cannot read spec {}", path));
-  json j;
-  try {
-    j = json::parse(f);
-  } catch (const json::exception& e) {
-    throw UsageError(fmt::format("sweep: {}: not JSON: {}", path, e.what()));
-  }
-  if (!j.is_object()) throw UsageError(fmt::format("sweep: {}: the spec must be a JSON object", path));
-  static const std::set<std::string> top = {"name", "model", "steps", "seeds", "reference", "grid", "runs",
-                                            "fixed", "detectors", "jobs", "out", "description"};
-  for (auto it = j.begin(); it != j.end(); ++it)
-    if (!top.count(it.key()))
-      throw UsageError(fmt::format("sweep: {}: unknown key '{}'; allowed: name, model, steps, seeds, reference, grid, "
-                                   "runs, fixed, detectors, jobs, out, description", path, it.key()));
-  return j;
-}
-
-std::vector<PlannedRun> plan(json& spec) {
-  const std::string model = spec.value("model", std::string("mlp"));
-  if (model != "mlp" && model != "gpt") throw UsageError(fmt::format("sweep: model '{}' is not mlp or gpt", model));
-  std::vector<int64_t> seeds;
-  if (!spec.contains("seeds")) seeds = {0};
-  else if (spec["seeds"].is_number_integer())
-    for (int64_t s = 0; s < spec["seeds"].get<int64_t>(); ++s) seeds.push_back(s);
-  else if (spec["seeds"].is_array())
-    for (const auto& s : spec["seeds"]) {
-      if (!s.is_number_integer()) throw UsageError("sweep: seeds: expected integers");
-      seeds.push_back(s.get<int64_t>());
-    }
-  else throw UsageError("sweep: seeds: expected a count or a list of integers");
-  if (seeds.empty()) throw UsageError("sweep: seeds: at least one seed");
-  const json fixed = spec.value("fixed", json::object());
-  const json grid = spec.value("grid", json::object());
-  const json extra = spec.value("runs", json::array());
-  if (!fixed.is_object()) throw UsageError("sweep: fixed: expected an object");
-  if (!grid.is_object()) throw UsageError("sweep: grid: expected an object of key -> list");
-  if (!extra.is_array()) throw UsageError("sweep: runs: expected a list of objects");
-  for (auto it = fixed.begin(); it != fixed.end(); ++it) check_key("fixed", it.key());
-  for (auto it = grid.begin(); it != grid.end(); ++it) {
-    check_key("grid", it.key());
-    if (!it.value().is_array() || it.value().empty())
-      throw UsageError(fmt::format("sweep: grid.{}: expected a non-empty list", it.key()));
-  }
-  if (spec.contains("detectors")) {
-    try {
-      (void)divergence::Thresholds::from_json(spec["detectors"].dump());
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(fmt::format("sweep: detectors: {}", e.what()));
-    }
-  }
-  const int64_t steps = spec.value("steps", int64_t{200});
-  if (steps <= 0) throw UsageError("sweep: steps must be positive");
-  const std::string ref_recipe = spec.value("reference", std::string("fp32"));
-  check_recipe(ref_recipe);
-
-  // the grid's points (product over keys in spec order), then the extra runs
-  std::vector<json> points = {json::object()};
-  for (auto it = grid.begin(); it != grid.end(); ++it) {
-    std::vector<json> next;
-    for (const auto& p : points)
-      for (const auto& v : it.value()) {
-        json q = p;
-        q[it.key()] = v;
-        next.push_back(q);
-      }
-    points = next;
-  }
-  if (grid.empty()) points.clear();
-  std::vector<std::pair<std::string, json>> named;  // (explicit name or "", point)
-  for (const auto& p : points) named.emplace_back("", p);
-  for (const auto& r : extra) {
-    if (!r.is_object()) throw UsageError("sweep: runs: expected a list of objects");
-    json p = r;
-    std::string name = p.value("name", std::string());
-    p.erase("name");
-    for (auto it = p.begin(); it != p.end(); ++it) check_key("runs", it.key());
-    named.emplace_back(name, p);
-  }
-  if (named.empty()) throw UsageError("sweep: nothing to run: give grid.recipe (or --recipes) or runs");
-
-  auto make = [&](const std::string& base, const json& point, int64_t seed, bool reference) {
-    PlannedRun r;
-    r.seed = seed;
-    r.reference = reference;
-    json set = json::object();
-    set["model"] = model;
-    set["steps"] = steps;
-    for (auto it = fixed.begin(); it != fixed.end(); ++it) set[it.key()] = it.value();
-    for (auto it = point.begin(); it != point.end(); ++it) set[it.key()] = it.value();
-    if (!set.contains("recipe")) throw UsageError(fmt::format("sweep: run '{}' has no recipe", base));
-    r.recipe = value_text(set["recipe"]);
-    check_recipe(r.recipe);
-    const int64_t run_steps = set["steps"].get<int64_t>();
-    if (!set.contains("checkpoint_every")) set["checkpoint_every"] = std::max<int64_t>(1, run_steps / 5);
-    r.set = set;
-    std::string name = base;
-    if (name.empty()) {
-      name = fs::path(r.recipe).stem().string();
-      for (auto it = point.begin(); it != point.end(); ++it)
-        if (it.key() != "recipe") name += fmt::format("-{}{}", it.key(), value_text(it.value()));
-    }
-    r.name = safe_name(fmt::format("{}{}-s{}", reference ? "ref-" : "", name, seed));
-    r.args = {"train", "--seed", std::to_string(seed)};
-    for (auto it = set.begin(); it != set.end(); ++it) {
-      std::string opt = "--" + it.key();
-      std::replace(opt.begin(), opt.end(), '_', '-');
-      r.args.push_back(opt);
-      r.args.push_back(value_text(it.value()));
-    }
-    return r;
-  };
-  std::vector<PlannedRun> runs;
-  for (int64_t seed : seeds) {
-    PlannedRun ref = make(ref_recipe, json{{"recipe", ref_recipe}}, seed, true);
-    runs.push_back(ref);
-  }
-  for (const auto& [name, point] : named)
-    for (int64_t seed : seeds) {
-      PlannedRun r = make(name, point, seed, false);
-      for (const auto& x : runs)
-        if (x.reference && x.seed == seed) r.reference_run = x.name;
-      runs.push_back(r);
-    }
-  std::set<std::string> names;
-  for (const auto& r : runs)
-    if (!names.insert(r.name).second) throw UsageError(fmt::format("sweep: two runs named '{}': give them names", r.name));
-  return runs;
-}
-
+// Writes `text` to a temporary beside `p` and renames it over `p`; the temporary is removed
+// when any write (or the close) fails.
 void write_atomic(const fs::path& p, const std::string& text) {
   const fs::path tmp = p.string() + ".tmp";
+  bool ok = false;
   {
-    std::ofstream f(tmp, std::ios::binary);
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << text;
-    if (!f) throw std::runtime_error(fmt::format("sweep: cannot write {}", tmp.string()));
+    f.close();
+    ok = static_cast<bool>(f);
   }
-  fs::rename(tmp, p);
+  std::error_code ec;
+  if (ok) fs::rename(tmp, p, ec);
+  if (!ok || ec) {
+    const int e = ec ? ec.value() : errno;
+    fs::remove(tmp, ec);
+    throw std::runtime_error(fmt::format("sweep: cannot write {}: {}", printable(p.string()), std::strerror(e)));
+  }
 }
 
 std::string self_exe() {
@@ -279,58 +108,137 @@ std::string self_exe() {
   return p.string();
 }
 
+// One shell word: '...' with every ' written as '\''. The caller has refused control
+// characters, so the word is one line.
 std::string shell_quote(const std::string& s) {
   std::string o = "'";
   for (char c : s) o += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return o + "'";
 }
 
+bool shell_plain(const std::string& s) {
+  if (s.empty()) return false;
+  for (const unsigned char c : s)
+    if (!std::isalnum(c) && !std::strchr("/._-+=,:@%", c)) return false;
+  return true;
+}
+
+// For the dry run's listing: plain words as they are, others quoted.
+std::string shell_word(const std::string& s) { return shell_plain(s) ? s : shell_quote(s); }
+
+// A file name in an #SBATCH line: sbatch reads a backslash as "take the next character as
+// it is" and '#' as a comment, and expands '%' patterns in --output ("%%" is one '%').
+std::string sbatch_path(const std::string& s) {
+  std::string o;
+  for (const unsigned char c : s) {
+    if (c == '%') o += "%%";
+    else if (std::isalnum(c) || std::strchr("/._-+=,:@", c)) o += static_cast<char>(c);
+    else o += std::string("\\") + static_cast<char>(c);
+  }
+  return o;
+}
+
+// An exclusive flock on `path` (created when absent), close-on-exec; -1 when another
+// process holds it.
+int try_lock(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw std::runtime_error(fmt::format("sweep: cannot open {}: {}", printable(path.string()), std::strerror(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  const int e = errno;
+  ::close(fd);
+  if (e == EWOULDBLOCK) return -1;
+  throw std::runtime_error(fmt::format("sweep: cannot lock {}: {}", printable(path.string()), std::strerror(e)));
+}
+
+// DIR/sweep.lock for the life of this process, with its pid in the file for the message
+// another sweep prints.
+void lock_sweep_dir(const fs::path& dir) {
+  const fs::path p = dir / "sweep.lock";
+  const int fd = try_lock(p);
+  if (fd < 0) {
+    std::string pid;
+    std::ifstream(p) >> pid;
+    throw std::runtime_error(fmt::format("sweep: {} is in use by another lpx sweep ({} is locked{}); wait for it to "
+                                         "end or stop it",
+                                         printable(dir.string()), printable(p.string()),
+                                         pid.empty() ? "" : ", by pid " + printable(pid)));
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::write(fd, me.data(), me.size()) != static_cast<ssize_t>(me.size()))
+    throw std::runtime_error(fmt::format("sweep: cannot write {}: {}", printable(p.string()), std::strerror(errno)));
+  // fd stays open (and locked) until the process exits
+}
+
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int sig) { g_stop = sig; }
 
-pid_t start(const std::string& exe, const std::vector<std::string>& args, const fs::path& log) {
+// fork/exec of `exe args` with stdout and stderr appended to `log`. The child holds
+// `lock_fd` (the run's run.lock) across exec, so the lock lives exactly as long as the run,
+// and gets SIGTERM when the sweep dies (also by SIGKILL).
+pid_t start(const std::string& exe, const std::vector<std::string>& args, const fs::path& log, int lock_fd) {
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(exe.c_str()));
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t parent = ::getpid();
   const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("sweep: fork failed");
+  if (pid < 0) throw std::runtime_error(fmt::format("sweep: fork failed: {}", std::strerror(errno)));
   if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    // the sweep's handlers would only set a flag in this copy of it
+    ::signal(SIGTERM, SIG_DFL);
+    ::signal(SIGINT, SIG_DFL);
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) _exit(127);  // the sweep is gone already
+    const int fl = ::fcntl(lock_fd, F_GETFD);
+    if (fl < 0 || ::fcntl(lock_fd, F_SETFD, fl & ~FD_CLOEXEC) != 0) _exit(127);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
       dup2(fd, STDERR_FILENO);
-      close(fd);
     }
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(exe.c_str()));
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
     execv(exe.c_str(), argv.data());
     _exit(127);
   }
   return pid;
 }
 
-void write_slurm(const fs::path& dir, const std::vector<PlannedRun>& runs, int jobs, const std::string& exe,
-                 const std::string& name, bool submit) {
-  std::string s = "#!/bin/bash\n# Written by `lpx sweep --launcher slurm`: one array task per run; reruns skip\n"
-                  "# finished runs (done marker) and resume unfinished ones, as the local launcher does.\n";
-  s += fmt::format("#SBATCH --job-name=lpx-{}\n#SBATCH --array=0-{}%{}\n#SBATCH --cpus-per-task=2\n", safe_name(name),
-                   runs.size() - 1, std::max(1, jobs));
-  s += fmt::format("#SBATCH --output={}/slurm-%A_%a.out\nset -euo pipefail\nLPX={}\nDIR={}\nRUNS=(\n", dir.string(),
-                   shell_quote(exe), shell_quote(fs::absolute(dir).string()));
-  for (const auto& r : runs) s += "  " + shell_quote(r.name) + "\n";
-  s += ")\nARGS=(\n";
-  for (const auto& r : runs) {
-    std::string a;
-    for (const auto& x : r.args) a += (a.empty() ? "" : " ") + x;
-    s += "  " + shell_quote(a) + "\n";
+// `abs_dir` and `exe` have been through check_sweep_text.
+void write_slurm(const fs::path& dir, const std::string& abs_dir, const std::vector<SweepRun>& runs, int jobs,
+                 const std::string& exe, const std::string& name, bool submit) {
+  std::string s =
+      "#!/bin/bash\n"
+      "# Written by `lpx sweep --launcher slurm`: one array task per run. A task skips a run that\n"
+      "# is done (done marker) or whose folder a live process holds (run.lock, locked while lpx\n"
+      "# train runs), resumes an unfinished one from its checkpoint, and else starts it. Every\n"
+      "# value is a single-quoted word and every path absolute: submit it from any folder.\n";
+  s += fmt::format("#SBATCH --job-name=lpx-{}\n#SBATCH --array=0-{}%{}\n#SBATCH --cpus-per-task=2\n",
+                   sbatch_path(name), runs.size() - 1, std::max(1, jobs));
+  s += fmt::format("#SBATCH --output={}/slurm-%A_%a.out\n", sbatch_path(abs_dir));
+  s += fmt::format("set -euo pipefail\nLPX={}\nDIR={}\n", shell_quote(exe), shell_quote(abs_dir));
+  s += "case \"${SLURM_ARRAY_TASK_ID:?run this script with sbatch: it is a Slurm job array}\" in\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::string args;
+    for (const auto& x : runs[i].args) {
+      args += ' ';
+      args += shell_quote(x);
+    }
+    s += fmt::format("  {}) RUN={}\n     ARGS=({} ) ;;\n", i, shell_quote(runs[i].name), args);
   }
-  s += ")\ni=$SLURM_ARRAY_TASK_ID\nd=\"$DIR/${RUNS[$i]}\"\n[ -f \"$d/done\" ] && exit 0\nmkdir -p \"$d\"\n"
+  s += "  *) echo \"lpx sweep: no run $SLURM_ARRAY_TASK_ID in this array\" >&2; exit 1 ;;\nesac\n"
+       "d=\"$DIR/$RUN\"\n"
+       "[ -f \"$d/done\" ] && exit 0\n"
+       "mkdir -p \"$d\"\n"
+       "if command -v flock >/dev/null 2>&1; then\n"
+       "  exec 9>>\"$d/run.lock\"\n"
+       "  flock -n 9 || { echo \"lpx sweep: $d is locked by a live process (run.lock); skipped\" >&2; exit 1; }\n"
+       "fi\n"
        "if [ -f \"$d/run.h5\" ] && \"$LPX\" train --out \"$d/run.h5\" --resume >>\"$d/train.log\" 2>&1; then :\n"
-       "else \"$LPX\" ${ARGS[$i]} --out \"$d/run.h5\" >>\"$d/train.log\" 2>&1; fi\n"
-       "echo '{\"launcher\": \"slurm\"}' >\"$d/done.tmp\" && mv \"$d/done.tmp\" \"$d/done\"\n";
+       "else \"$LPX\" \"${ARGS[@]}\" --out \"$d/run.h5\" >>\"$d/train.log\" 2>&1; fi\n"
+       "echo '{\"launcher\": \"slurm\"}' >\"$d/done.tmp\" && mv -f \"$d/done.tmp\" \"$d/done\"\n";
   const fs::path script = dir / "sweep.sbatch";
   write_atomic(script, s);
   fs::permissions(script, fs::perms::owner_exec, fs::perm_options::add);
-  fmt::print("sweep: wrote {} ({} array tasks)\n", script.string(), runs.size());
+  write_stdout(fmt::format("sweep: wrote {} ({} array tasks)\n", script.string(), runs.size()), "sweep");
   if (submit) {
     if (std::system("command -v sbatch >/dev/null 2>&1") != 0)
       throw std::runtime_error("sweep: --submit needs sbatch (Slurm) on PATH; the script is written, submit it by hand");
@@ -339,74 +247,81 @@ void write_slurm(const fs::path& dir, const std::vector<PlannedRun>& runs, int j
   }
 }
 
+// The sweep's progress lines: a failed write is remembered (the runs go on) and reported
+// when the sweep ends.
+struct Progress {
+  int error = 0;
+  bool failed = false;
+  void say(const std::string& text) {
+    errno = 0;
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0) {
+      if (!failed) error = errno;
+      failed = true;
+      std::clearerr(stdout);
+    }
+  }
+};
+
 void run_sweep(const SweepArgs& a) {
-  json spec = a.spec.empty() ? json::object() : read_spec(a.spec);
-  if (!spec.contains("name")) spec["name"] = a.spec.empty() ? "sweep" : fs::path(a.spec).stem().string();
-  if (!a.model.empty()) spec["model"] = a.model;
-  if (a.steps > 0) spec["steps"] = a.steps;
-  if (a.seeds > 0) spec["seeds"] = a.seeds;
-  if (!a.reference.empty()) spec["reference"] = a.reference;
-  if (!spec.contains("grid")) spec["grid"] = json::object();
-  if (!a.recipes.empty()) {
-    json list = json::array();
-    std::stringstream ss(a.recipes);
-    for (std::string r; std::getline(ss, r, ',');)
-      if (!r.empty()) list.push_back(r);
-    spec["grid"]["recipe"] = list;
-  }
-  for (const auto& kv : a.set) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("sweep: --set '{}': expected KEY=V1,V2,...", kv));
-    const std::string k = kv.substr(0, eq);
-    check_key("--set", k);
-    json list = json::array();
-    std::stringstream ss(kv.substr(eq + 1));
-    if (k == "hidden") list.push_back(kv.substr(eq + 1));  // one comma-separated value
-    else
-      for (std::string v; std::getline(ss, v, ',');) list.push_back(parse_value(v));
-    spec["grid"][k] = list;
-  }
-  const std::vector<PlannedRun> runs = plan(spec);
-  const std::string out = !a.out.empty() ? a.out : spec.value("out", std::string());
-  if (out.empty()) throw UsageError("sweep: --out DIR is required (or \"out\" in the spec)");
-  const int jobs = a.jobs > 0 ? a.jobs : spec.value("jobs", 1);
-  if (a.launcher != "local" && a.launcher != "slurm")
-    throw UsageError(fmt::format("sweep: --launcher '{}' is not local or slurm", a.launcher));
   if (a.submit && a.launcher != "slurm") throw UsageError("sweep: --submit needs --launcher slurm");
+  std::string text = "{}", origin = "the command line";
+  SweepOverrides o = a.o;
+  if (!a.spec.empty()) {
+    try {
+      text = read_text_file(a.spec, io::JsonLimits{}.max_bytes);
+    } catch (const io::JsonError& e) {
+      throw UsageError(fmt::format("sweep: {}", e.what()));
+    }
+    origin = printable(a.spec);
+    o.default_name = fs::path(a.spec).stem().string();
+  }
+  const SweepSpec spec = parse_sweep_spec(text, origin, o);
+  const std::vector<SweepRun>& runs = spec.runs;
+  const std::string out = !a.out.empty() ? a.out : spec.out;
+  if (out.empty()) throw UsageError("sweep: --out DIR is required (or \"out\" in the spec)");
+  check_sweep_text("--out", out);
+  const int jobs = a.jobs > 0 ? a.jobs : spec.jobs > 0 ? spec.jobs : 1;
+  const std::string exe = self_exe();
   const fs::path dir(out);
+  const std::string abs_dir = fs::absolute(dir).lexically_normal().string();
+  if (a.launcher == "slurm" && !a.dry_run) {  // both go into the script
+    check_sweep_text("the lpx binary's path", exe);
+    check_sweep_text("--out (absolute)", abs_dir);
+  }
   fs::create_directories(dir);
-  json planned = {{"format", "lpx-sweep-1"}, {"spec", spec}, {"runs", json::array()}};
+  lock_sweep_dir(dir);
+  json planned = {{"format", "lpx-sweep-1"}, {"spec", spec.spec}, {"runs", json::array()}};
   for (const auto& r : runs)
     planned["runs"].push_back({{"name", r.name}, {"recipe", r.recipe}, {"seed", r.seed}, {"reference", r.reference},
                                {"reference_run", r.reference_run}, {"set", r.set}, {"args", r.args}});
-  write_atomic(dir / "sweep.json", planned.dump(2) + "\n");
-  const std::string exe = self_exe();
+  write_atomic(dir / "sweep.json", planned.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
   if (a.dry_run) {
+    std::string listing;
     for (const auto& r : runs) {
       std::string line = "lpx";
-      for (const auto& x : r.args) line += " " + x;
-      fmt::print("{:<32} {} --out {}\n", r.name, line, (dir / r.name / "run.h5").string());
+      for (const auto& x : r.args) line += " " + shell_word(x);
+      listing += fmt::format("{:<32} {} --out {}\n", r.name, line, shell_word((dir / r.name / "run.h5").string()));
     }
-    return;
+    return write_stdout(listing, "sweep");
   }
-  if (a.launcher == "slurm") return write_slurm(dir, runs, jobs, exe, spec["name"].get<std::string>(), a.submit);
+  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, jobs, exe, spec.name, a.submit);
 
   // local: a queue of runs, at most `jobs` children
   struct Task {
-    const PlannedRun* run = nullptr;
+    const SweepRun* run = nullptr;
     bool resumed = false, retried = false;
     std::chrono::steady_clock::time_point t0;
   };
-  std::vector<const PlannedRun*> queue;
+  Progress progress;
+  std::vector<const SweepRun*> queue;
   int skipped = 0;
   for (const auto& r : runs) {
     if (fs::exists(dir / r.name / "done")) ++skipped;
     else queue.push_back(&r);
   }
   const size_t total = runs.size();
-  fmt::print("sweep {}: {} runs ({} already done, {} to run), {} at a time -> {}\n", spec["name"].get<std::string>(),
-             total, skipped, queue.size(), jobs, dir.string());
-  std::fflush(stdout);
+  progress.say(fmt::format("sweep {}: {} runs ({} already done, {} to run), {} at a time -> {}\n", spec.name, total,
+                           skipped, queue.size(), jobs, dir.string()));
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
@@ -414,26 +329,39 @@ void run_sweep(const SweepArgs& a) {
   std::map<pid_t, Task> live;
   size_t next = 0, done = static_cast<size_t>(skipped);
   int failed = 0;
+  std::vector<std::string> locked;
   const auto sweep_t0 = std::chrono::steady_clock::now();
+  // Starts the run (resumed from its log unless `fresh`); false when another process holds
+  // its folder's lock, in which case nothing in the folder is touched.
   auto launch = [&](Task t, bool fresh) {
-    const PlannedRun& r = *t.run;
+    const SweepRun& r = *t.run;
     const fs::path rd = dir / r.name;
     fs::create_directories(rd);
+    const int lock = try_lock(rd / "run.lock");
+    if (lock < 0) return false;
     const fs::path log = rd / "run.h5";
     std::vector<std::string> args;
-    if (!fresh && fs::exists(log)) {
-      args = {"train", "--out", log.string(), "--resume"};
-      t.resumed = true;
-    } else {
-      fs::remove(log);
-      args = r.args;
-      args.push_back("--out");
-      args.push_back(log.string());
-      t.resumed = false;
+    try {
+      if (!fresh && fs::exists(log)) {
+        args = {"train", "--out", log.string(), "--resume"};
+        t.resumed = true;
+      } else {
+        fs::remove(log);
+        args = r.args;
+        args.push_back("--out");
+        args.push_back(log.string());
+        t.resumed = false;
+      }
+      t.t0 = std::chrono::steady_clock::now();
+      live[start(exe, args, rd / "train.log", lock)] = t;
+    } catch (...) {
+      ::close(lock);
+      throw;
     }
-    t.t0 = std::chrono::steady_clock::now();
-    live[start(exe, args, rd / "train.log")] = t;
+    ::close(lock);  // the child holds it now
+    return true;
   };
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_t0).count(); };
   while (next < queue.size() || !live.empty()) {
     if (g_stop) {
       for (const auto& [pid, t] : live) kill(pid, SIGTERM);
@@ -445,7 +373,13 @@ void run_sweep(const SweepArgs& a) {
     while (next < queue.size() && live.size() < static_cast<size_t>(jobs)) {
       Task t;
       t.run = queue[next++];
-      launch(t, false);
+      if (!launch(t, false)) {
+        locked.push_back(t.run->name);
+        progress.say(fmt::format("[{}/{} done, {} running, {} failed, {:.0f}s] {} SKIPPED: {} is locked by a live "
+                                 "process (an earlier sweep's run?)\n",
+                                 done, total, live.size(), failed, elapsed(), t.run->name,
+                                 (dir / t.run->name / "run.lock").string()));
+      }
     }
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -457,13 +391,14 @@ void run_sweep(const SweepArgs& a) {
     if (it == live.end()) continue;
     Task t = it->second;
     live.erase(it);
-    const PlannedRun& r = *t.run;
+    const SweepRun& r = *t.run;
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t.t0).count();
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && t.resumed && !t.retried && !g_stop) {
       // no usable checkpoint: start the run again from scratch
       t.retried = true;
-      launch(t, true);
+      if (launch(t, true)) continue;
+      locked.push_back(r.name);
       continue;
     }
     if (ok) {
@@ -473,33 +408,51 @@ void run_sweep(const SweepArgs& a) {
       ++failed;
     }
     if (g_stop) continue;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_t0).count();
-    fmt::print("[{}/{} done, {} running, {} failed, {:.0f}s] {} {} in {:.1f}s{}\n", done, total, live.size(), failed, el,
-               r.name, ok ? "finished" : "FAILED", secs,
-               ok ? (t.resumed ? " (resumed)" : "") : fmt::format(" (see {})", (dir / r.name / "train.log").string()));
-    std::fflush(stdout);
+    progress.say(fmt::format("[{}/{} done, {} running, {} failed, {:.0f}s] {} {} in {:.1f}s{}\n", done, total,
+                             live.size(), failed, elapsed(), r.name, ok ? "finished" : "FAILED", secs,
+                             ok ? (t.resumed ? " (resumed)" : "")
+                                : fmt::format(" (see {})", (dir / r.name / "train.log").string())));
   }
-  fmt::print("sweep: {} of {} runs done{}; `lpx report {}` writes the report\n", done, total,
-             failed ? fmt::format(", {} failed", failed) : "", dir.string());
-  if (failed) throw std::runtime_error(fmt::format("sweep: {} run(s) failed", failed));
+  progress.say(fmt::format("sweep: {} of {} runs done{}{}; `lpx report {}` writes the report\n", done, total,
+                           failed ? fmt::format(", {} failed", failed) : "",
+                           locked.empty() ? "" : fmt::format(", {} skipped (locked)", locked.size()), dir.string()));
+  std::vector<std::string> problems;
+  if (failed) problems.push_back(fmt::format("{} run(s) failed", failed));
+  if (!locked.empty())
+    problems.push_back(fmt::format("{} run(s) skipped because a live process holds their folder ({}{}); rerun when it "
+                                   "has ended",
+                                   locked.size(), locked.front(), locked.size() > 1 ? ", ..." : ""));
+  if (progress.failed)
+    problems.push_back(fmt::format("cannot write to standard output: {}",
+                                   progress.error ? std::strerror(progress.error) : "write error"));
+  if (!problems.empty()) {
+    std::string line;
+    for (const auto& p : problems) line += (line.empty() ? "" : "; ") + p;
+    throw std::runtime_error("sweep: " + line);
+  }
 }
 
 const bool registered = register_command(91, [](CLI::App& app) {
   auto a = std::make_shared<SweepArgs>();
   auto* cmd = app.add_subcommand("sweep", "Run a grid of training runs (recipes x seeds x settings) with a reference");
   cmd->add_option("SPEC", a->spec, "Sweep spec (JSON; see tools/sweeps/*.json)");
-  cmd->add_option("--recipes", a->recipes, "Recipes to sweep, comma-separated (grid key recipe)");
-  cmd->add_option("--seeds", a->seeds, "Number of seeds (0..N-1)");
-  cmd->add_option("--model", a->model, "mlp | gpt");
-  cmd->add_option("--steps", a->steps, "Training steps per run");
-  cmd->add_option("--set", a->set, "Grid key: KEY=V1,V2,... (repeatable; lpx train option names)");
-  cmd->add_option("--reference", a->reference, "Reference recipe (default fp32), one run per seed");
-  cmd->add_option("--jobs", a->jobs, "Runs at a time (default 1)");
+  cmd->add_option("--recipes", a->o.recipes, "Recipes to sweep, comma-separated (grid key recipe)");
+  // whole numbers in range or a usage error (cli_util.hpp: no hex, exponents or defaults)
+  add_int_option(cmd, "--seeds", a->o.seeds, 1, static_cast<int64_t>(kMaxSweepRuns), "Number of seeds (0..N-1)");
+  cmd->add_option("--model", a->o.model, "mlp | gpt");
+  add_int_option(cmd, "--steps", a->o.steps, 1, kMaxSweepSteps, "Training steps per run");
+  cmd->add_option("--set", a->o.set, "Grid key: KEY=V1,V2,... (repeatable; lpx train option names)");
+  cmd->add_option("--reference", a->o.reference, "Reference recipe (default fp32), one run per seed");
+  add_int_option(cmd, "--jobs", a->jobs, 1, kMaxSweepJobs, "Runs at a time (default 1)");
   cmd->add_option("--out", a->out, "Output folder: DIR/<run>/run.h5, DIR/sweep.json");
-  cmd->add_option("--launcher", a->launcher, "local (fork/exec here) | slurm (writes DIR/sweep.sbatch)")->capture_default_str();
+  cmd->add_option("--launcher", a->launcher, "local (fork/exec here) | slurm (writes DIR/sweep.sbatch)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"local", "slurm"}));
   cmd->add_flag("--submit", a->submit, "With --launcher slurm: sbatch the script");
   cmd->add_flag("--dry-run", a->dry_run, "Print the runs' commands, run nothing");
   cmd->footer(
+      "A rerun skips finished runs and resumes the others; a run folder locked by a live process\n"
+      "(DIR/<run>/run.lock) is left alone and reported. Runs die with the sweep.\n"
       "Examples:\n"
       "  lpx sweep --recipes mxfp8,mxfp4-rne --seeds 3 --steps 300 --set lr=1e-3,3e-3 --jobs 2 --out runs/a\n"
       "  lpx sweep tools/sweeps/sr-on-off.json --out runs/sr && lpx report runs/sr");
