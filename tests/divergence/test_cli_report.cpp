@@ -1,6 +1,7 @@
 // `lpx report` over synthetic sweep folders (logs written with runlog::write_run): the JSON
 // verdicts, the Markdown text, the HTML page, and bad input (empty folder, a folder with a
-// non-log file, a log of an older format, an unfinished sweep). Lives here rather than in
+// non-log file, a log of an older format, an unfinished sweep, one unreadable log among
+// good ones, a deep or misshapen sweep.json, write errors). Lives here rather than in
 // tests/tools because it writes HDF5 logs (lpx_divergence links the run-log library).
 #include <catch2/catch.hpp>
 
@@ -155,4 +156,108 @@ TEST_CASE("report: bad input") {
   CHECK(r.out.find("nvfp4-s0: no run.h5 (not started)") != std::string::npos);
   CHECK(r.out.find("mxfp8-s0: unfinished (120 of 240 steps logged)") != std::string::npos);
   CHECK(r.out.find("notes.txt: not a run log (ignored)") != std::string::npos);
+}
+
+// ---- input policy (docs/input-policy.md) ----------------------------------------------
+
+namespace {
+// The command line of run_lpx under `timeout` with our own redirections, for the tests that
+// need them (stdout to /dev/full, a file-size limit) or must not hang.
+int run_sh(const std::string& script) {
+  const int raw = std::system(("timeout 60 sh -c '" + script + "'").c_str());
+  return WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+}
+}  // namespace
+
+TEST_CASE("report: one unreadable log is listed, and the report covers the others") {
+  TempDir d;
+  const fs::path sw = d / "sweep";
+  put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
+  put(sw, "mxfp8-s0", synthetic("mxfp8", 0, 1e-3, -1));
+  fs::create_directories(sw / "nvfp4-s0");
+  std::ofstream(sw / "nvfp4-s0" / "run.h5") << "not hdf5";
+  Run old = synthetic("mxfp4-rne", 0, 1e-3, -1);
+  old.header.format = "lpx-run-0";
+  put(sw, "mxfp4-s0", old);
+  std::ofstream(sw / "sweep.json") << R"({"runs":[{"name":"ref-fp32-s0","reference":true},{"name":"mxfp8-s0"},)"
+                                      R"({"name":"nvfp4-s0"},{"name":"mxfp4-s0"}]})";
+  auto r = run_lpx("report " + sw.string() + " --format md", d);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("- nvfp4-s0: unreadable: not an HDF5 file") != std::string::npos);
+  CHECK(r.out.find("- mxfp4-s0: unreadable: log written by an older lpx") != std::string::npos);
+  CHECK(r.out.find("nvfp4-s0: no run.h5") == std::string::npos);  // it has one: it is unreadable
+  CHECK(r.out.find("| mxfp8-s0 | mxfp8 | 0 |") != std::string::npos);
+  CHECK(r.out.find("**mxfp8**: healthy in 1/1 runs") != std::string::npos);
+
+  r = run_lpx("report " + sw.string() + " --format json", d);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.size() == 2);
+  CHECK(r.err.find("report: nvfp4-s0: unreadable: ") != std::string::npos);
+
+  if (fs::exists(assets() + "/node_modules/vega-embed/build/vega-embed.min.js")) {
+    r = run_lpx("report " + sw.string() + " --assets " + assets(), d);
+    REQUIRE(r.status == 0);
+    CHECK(slurp(sw / "report.html").find("nvfp4-s0: unreadable: not an HDF5 file") != std::string::npos);
+  }
+}
+
+TEST_CASE("report: a deep, duplicate-key or misshapen sweep.json is one line naming it") {
+  TempDir d;
+  const fs::path sw = d / "sweep";
+  put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
+  const std::string deep = std::string(30000, '[') + std::string(30000, ']');
+  const std::string plan = (sw / "sweep.json").string();
+  for (const auto& [text, why] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"spec": )" + deep + "}", "JSON nested deeper than 64 levels"},
+           {R"({"runs": [], "runs": []})", "duplicate key \"runs\""},
+           {R"({"runs": [{"name": 5}]})", "runs[0].name: expected a run name"},
+           {R"({"runs": [{"name": "a", "reference": "yes"}]})", "runs[0].reference: expected true or false"},
+           {R"({"runs": {}})", "runs: expected a list"},
+           {R"({"spec": {"detectors": {"loss_spike_z": "high"}}})", "spec.detectors: thresholds: loss_spike_z must be a number"},
+           {R"([1])", "expected a JSON object"},
+           {R"({"runs": [)", "not valid JSON"}}) {
+    std::ofstream(plan, std::ios::trunc) << text;
+    const auto r = run_lpx("report " + sw.string() + " --format json", d);
+    INFO(text.substr(0, 80) << " -> " << r.status << ": " << r.err.substr(0, 300));
+    CHECK(r.status == 1);
+    CHECK(r.err_lines() == 1);
+    CHECK(r.err.find(plan + ": " + why) != std::string::npos);
+  }
+  // --thresholds: a usage error (exit 2), a file too large is refused without reading it all
+  fs::remove(plan);
+  std::ofstream(d / "t.json") << "{}" << std::string((size_t{16} << 20) + 1, ' ');
+  auto r = run_lpx("report " + sw.string() + " --format json --thresholds " + (d / "t.json").string(), d);
+  CHECK(r.status == 2);
+  CHECK(r.err_lines() == 1);
+  CHECK(r.err.find("t.json: more than 16777216 bytes") != std::string::npos);
+  std::ofstream(d / "t.json", std::ios::trunc) << R"({"window": 8, "window": 9})";
+  r = run_lpx("report " + sw.string() + " --format json --thresholds " + (d / "t.json").string(), d);
+  CHECK(r.status == 2);
+  CHECK(r.err_lines() == 1);
+  CHECK(r.err.find("duplicate key \"window\"") != std::string::npos);
+}
+
+TEST_CASE("report: a failed write (full disk, file-size limit) is an error, exit 1 and one line") {
+  TempDir d;
+  const fs::path sw = d / "sweep";
+  put(sw, "ref-fp32-s0", synthetic("fp32", 0, 1e-3, -1));
+  for (const char* recipe : {"mxfp8", "mxfp6", "nvfp4", "bf16"}) put(sw, std::string(recipe) + "-s0", synthetic(recipe, 0, 1e-3, -1));
+  const std::string lpx = std::string(LPX_BINARY) + " report " + sw.string();
+  const std::string err = (d / "err.txt").string();
+  for (const char* format : {"md", "json"}) {
+    INFO(format);
+    CHECK(run_sh(lpx + " --format " + format + " >/dev/full 2>" + err) == 1);
+    CHECK(slurp(err).find("report: cannot write to standard output: No space left on device") != std::string::npos);
+    // past `ulimit -f` (1 block of 512 bytes): EFBIG, not a SIGXFSZ kill
+    CHECK(run_sh("ulimit -f 1; " + lpx + " --format " + format + " >" + (d / "out.txt").string() + " 2>" + err) == 1);
+    CHECK(slurp(err).find("report: cannot write to standard output: File too large") != std::string::npos);
+  }
+  if (fs::exists(assets() + "/node_modules/vega-embed/build/vega-embed.min.js")) {
+    // the page is larger than the limit: no report.html, no temporary left behind
+    CHECK(run_sh("ulimit -f 64; " + lpx + " --assets " + assets() + " >/dev/null 2>" + err) == 1);
+    CHECK(slurp(err).find("report: cannot write " + (sw / "report.html").string()) != std::string::npos);
+    CHECK_FALSE(fs::exists(sw / "report.html"));
+    CHECK_FALSE(fs::exists(sw / ".report.html.tmp"));
+  }
 }

@@ -8,6 +8,13 @@
 // The page inlines Vega, Vega-Lite and vega-embed from tools/report/node_modules (installed
 // by tools/install-deps.sh with `npm ci`), found from --assets, $LPX_REPORT_ASSETS, or by
 // walking up from the executable and the working directory to tools/report.
+//
+// Bad input (docs/input-policy.md): DIR/sweep.json and --thresholds are read under the JSON
+// input policy (io/json_input.hpp; sweep.json up to kMaxPlanBytes) and sweep.json's shape is
+// checked, each failure one line naming the file (sweep.json: exit 1, as data). A run log
+// that cannot be read is listed under "Missing or incomplete" as "<run>: unreadable:
+// <reason>" and the report covers the others; when no log at all can be read the command
+// exits 1 with the first reason. A failed write (stdout, report.html) exits 1.
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,8 +22,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,8 +38,12 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "json_file.hpp"
 #include "lpx/divergence/detectors.hpp"
+#include "lpx/io/json_input.hpp"
 #include "lpx/runlog/run_log.hpp"
+#include "stdout_write.hpp"
+#include "sweep_spec.hpp"  // printable
 
 namespace lpx::cli {
 namespace {
@@ -88,56 +101,116 @@ std::string fmt_num(double x, const char* f = "{:.4f}") {
   return std::isfinite(x) ? fmt::format(fmt::runtime(f), x) : (std::isnan(x) ? "nan" : (x > 0 ? "inf" : "-inf"));
 }
 
+// DIR/sweep.json is at most this long: a sweep has at most kMaxSweepRuns runs of a few KB.
+constexpr size_t kMaxPlanBytes = size_t{256} << 20;
+
+// DIR/sweep.json (null when there is none), its shape checked: what load() reads from it is
+// there and of the right type.
+json read_plan(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return json();
+  json plan;
+  try {
+    plan = read_json_file(path.string(), io::JsonLimits{kMaxPlanBytes, io::JsonLimits{}.max_depth});
+  } catch (const io::JsonError& e) {
+    throw std::runtime_error(fmt::format("report: {}", e.what()));
+  }
+  const auto bad = [&](const std::string& what) {
+    throw std::runtime_error(
+        fmt::format("report: {}: {} (lpx sweep writes this file; rerun it or remove the file)", printable(path.string()), what));
+  };
+  if (!plan.is_object()) bad("expected a JSON object");
+  if (plan.contains("spec")) {
+    if (!plan["spec"].is_object()) bad("spec: expected an object");
+    if (plan["spec"].contains("detectors") && !plan["spec"]["detectors"].is_object())
+      bad("spec.detectors: expected an object");
+  }
+  if (plan.contains("runs")) {
+    if (!plan["runs"].is_array()) bad("runs: expected a list");
+    for (size_t i = 0; i < plan["runs"].size(); ++i) {
+      const json& r = plan["runs"][i];
+      const std::string where = fmt::format("runs[{}]", i);
+      if (!r.is_object()) bad(where + ": expected an object");
+      if (!r.contains("name") || !r["name"].is_string() || r["name"].get<std::string>().empty() ||
+          printable(r["name"].get<std::string>()) != r["name"].get<std::string>())
+        bad(where + ".name: expected a run name");
+      if (r.contains("reference") && !r["reference"].is_boolean()) bad(where + ".reference: expected true or false");
+      if (r.contains("reference_run") && !r["reference_run"].is_string()) bad(where + ".reference_run: expected a string");
+    }
+  }
+  return plan;
+}
+
 Report load(const ReportArgs& a) {
   Report rep;
   rep.dir = a.dir;
   if (!fs::is_directory(a.dir)) throw std::runtime_error(fmt::format("report: {}: not a directory", a.dir));
   // the sweep's plan (written by lpx sweep), when there is one
-  json plan;
   const fs::path plan_path = fs::path(a.dir) / "sweep.json";
-  if (fs::exists(plan_path)) {
-    std::ifstream f(plan_path);
-    try {
-      plan = json::parse(f);
-    } catch (const json::exception& e) {
-      throw std::runtime_error(fmt::format("report: {}: not JSON: {}", plan_path.string(), e.what()));
-    }
-  }
+  const json plan = read_plan(plan_path);
   if (!a.thresholds.empty()) {
-    std::ifstream f(a.thresholds);
-    if (!f) throw UsageError(fmt::format("report: --thresholds {}: cannot read", a.thresholds));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    rep.thresholds = divergence::Thresholds::from_json(ss.str());
+    std::string text;
+    try {
+      text = read_text_file(a.thresholds, io::JsonLimits{}.max_bytes);
+    } catch (const io::JsonError& e) {
+      throw UsageError(fmt::format("report: --thresholds {}", e.what()));
+    }
+    rep.thresholds = divergence::Thresholds::from_json(text);
   } else if (plan.contains("spec") && plan["spec"].contains("detectors")) {
-    rep.thresholds = divergence::Thresholds::from_json(plan["spec"]["detectors"].dump());
+    try {
+      rep.thresholds = divergence::Thresholds::from_json(plan["spec"]["detectors"].dump());
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(fmt::format("report: {}: spec.detectors: {}", printable(plan_path.string()), e.what()));
+    }
   }
   // every .h5 directly in DIR or one folder down
   std::vector<std::pair<std::string, fs::path>> logs;
   std::vector<std::string> ignored;
+  std::vector<std::string> unreadable;  // "<run>: unreadable: <reason>"
+  std::string first_error;              // the first unreadable log's error, whole
+  std::set<std::string> have;           // runs with a log, readable or not
   for (const auto& e : fs::directory_iterator(a.dir)) {
-    if (e.is_directory()) {
-      for (const auto& f : fs::directory_iterator(e.path()))
-        if (f.is_regular_file() && f.path().extension() == ".h5")
+    std::error_code ec;
+    if (e.is_directory(ec)) {
+      fs::directory_iterator sub(e.path(), ec);
+      if (ec) {
+        unreadable.push_back(fmt::format("{}: unreadable: {}", e.path().filename().string(), ec.message()));
+        have.insert(e.path().filename().string());
+        continue;
+      }
+      for (const auto& f : sub)
+        if (f.is_regular_file(ec) && f.path().extension() == ".h5")
           logs.emplace_back(f.path().filename() == "run.h5" ? e.path().filename().string()
                                                               : e.path().filename().string() + "/" + f.path().stem().string(),
                             f.path());
-    } else if (e.is_regular_file() && e.path().extension() == ".h5") {
+    } else if (e.is_regular_file(ec) && e.path().extension() == ".h5") {
       logs.emplace_back(e.path().stem().string(), e.path());
-    } else if (e.is_regular_file() && e.path().filename() != "sweep.json" && e.path().filename() != "report.html" &&
-               e.path().filename() != "sweep.sbatch") {
+    } else if (e.is_regular_file(ec) && e.path().filename() != "sweep.json" && e.path().filename() != "report.html" &&
+               e.path().filename() != "sweep.sbatch" && e.path().filename() != "sweep.lock") {
       ignored.push_back(e.path().filename().string());
     }
   }
   std::sort(logs.begin(), logs.end());
+  const size_t logs_found = logs.size();
   for (const auto& [name, path] : logs) {
     auto r = std::make_unique<Run>();
     r->name = name;
-    r->log = runlog::read_run(path.string());  // a LogError names the file
-    r->series = divergence::series_from(r->log);
+    have.insert(name);
     try {
-      flatten(json::parse(r->log.header.config_json), "", r->config_flat);
-    } catch (const json::exception&) {
+      r->log = runlog::read_run(path.string());  // a LogError names the file
+      r->series = divergence::series_from(r->log);
+    } catch (const std::exception& e) {
+      // one bad log (corrupt, truncated, of another version, being written) does not hide the others
+      std::string why = e.what();
+      if (why.rfind(path.string() + ": ", 0) == 0) why = why.substr(path.string().size() + 2);
+      unreadable.push_back(fmt::format("{}: unreadable: {}", name, why));
+      if (first_error.empty()) first_error = e.what();
+      continue;
+    }
+    try {
+      // the logged config is data too: the JSON input policy bounds its depth (flatten recurses)
+      flatten(io::parse_json<json>(r->log.header.config_json, "config"), "", r->config_flat);
+    } catch (const std::exception&) {
       r->config_flat = json::object();
     }
     if (r->config_flat.contains("steps") && r->config_flat["steps"].is_number_integer())
@@ -149,14 +222,17 @@ Report load(const ReportArgs& a) {
       if (m != "/metrics/adam_rms") rep.missing.push_back(fmt::format("{}: no {} in the log", name, m));
     rep.runs.push_back(std::move(r));
   }
+  rep.missing.insert(rep.missing.begin(), unreadable.begin(), unreadable.end());
   // runs the plan lists that have no log
-  std::set<std::string> have;
-  for (const auto& r : rep.runs) have.insert(r->name);
   if (plan.contains("runs"))
     for (const auto& p : plan["runs"])
-      if (p.contains("name") && !have.count(p["name"].get<std::string>()))
+      if (!have.count(p["name"].get<std::string>()))
         rep.missing.push_back(fmt::format("{}: no run.h5 (not started)", p["name"].get<std::string>()));
   for (const auto& x : ignored) rep.missing.push_back(fmt::format("{}: not a run log (ignored)", x));
+  if (rep.runs.empty() && logs_found > 0)
+    throw std::runtime_error(fmt::format("report: {}: no readable run log: {}{}", a.dir, first_error,
+                                         unreadable.size() > 1 ? fmt::format(" (and {} more)", unreadable.size() - 1)
+                                                               : std::string()));
   if (rep.runs.empty()) {
     if (rep.missing.empty() || !plan.contains("runs"))
       throw std::runtime_error(fmt::format(
@@ -328,34 +404,37 @@ std::string table_row_cells(const Run& r) {
 }
 const char* kHeader = "run|recipe|seed|swept config|final loss|gap to reference|first flag|divergence|lead time|finished";
 
-void print_md(const Report& rep) {
-  fmt::print("# lpx report: {}\n\n", rep.dir);
+std::string markdown(const Report& rep) {
+  std::string o;
+  const auto out = std::back_inserter(o);
+  fmt::format_to(out, "# lpx report: {}\n\n", rep.dir);
   if (!rep.missing.empty()) {
-    fmt::print("## Missing or incomplete\n\n");
-    for (const auto& m : rep.missing) fmt::print("- {}\n", m);
-    fmt::print("\n");
+    fmt::format_to(out, "## Missing or incomplete\n\n");
+    for (const auto& m : rep.missing) fmt::format_to(out, "- {}\n", m);
+    fmt::format_to(out, "\n");
   }
-  if (rep.runs.empty()) return;
-  auto md_row = [](std::string cells) {
-    std::string o;
-    for (char c : cells) o += c == '|' ? std::string(" | ") : std::string(1, c);
-    return "| " + o + " |\n";
+  if (rep.runs.empty()) return o;
+  auto md_row = [](const std::string& cells) {
+    std::string row;
+    for (char c : cells) row += c == '|' ? std::string(" | ") : std::string(1, c);
+    return "| " + row + " |\n";
   };
-  fmt::print("## Runs\n\n{}", md_row(kHeader));
+  fmt::format_to(out, "## Runs\n\n{}", md_row(kHeader));
   std::string rule = "|";
   for (char c : std::string(kHeader) + "|") if (c == '|') rule += "---|";
-  fmt::print("{}\n", rule);
-  for (const auto& r : rep.runs) fmt::print("{}", md_row(table_row_cells(*r)));
-  fmt::print("\n## Verdicts\n\n");
-  for (const auto& [recipe, v] : verdicts(rep)) fmt::print("- **{}**: {}\n", recipe, v);
-  fmt::print("\n## Flags\n\n");
+  fmt::format_to(out, "{}\n", rule);
+  for (const auto& r : rep.runs) fmt::format_to(out, "{}", md_row(table_row_cells(*r)));
+  fmt::format_to(out, "\n## Verdicts\n\n");
+  for (const auto& [recipe, v] : verdicts(rep)) fmt::format_to(out, "- **{}**: {}\n", recipe, v);
+  fmt::format_to(out, "\n## Flags\n\n");
   for (const auto& r : rep.runs) {
     if (r->flags.empty()) continue;
-    fmt::print("{}:\n", r->name);
+    fmt::format_to(out, "{}:\n", r->name);
     const size_t show = std::min<size_t>(r->flags.size(), 12);
-    for (size_t i = 0; i < show; ++i) fmt::print("  - {}\n", r->flags[i].describe());
-    if (show < r->flags.size()) fmt::print("  - ... {} more\n", r->flags.size() - show);
+    for (size_t i = 0; i < show; ++i) fmt::format_to(out, "  - {}\n", r->flags[i].describe());
+    if (show < r->flags.size()) fmt::format_to(out, "  - ... {} more\n", r->flags.size() - show);
   }
+  return o;
 }
 
 // ---- HTML ---------------------------------------------------------------------------
@@ -575,7 +654,7 @@ void write_html(const Report& rep, const fs::path& assets) {
       {"VEGA_LITE", script_safe(slurp(nm / "vega-lite" / "build" / "vega-lite.min.js"))},
       {"VEGA_EMBED", script_safe(slurp(nm / "vega-embed" / "build" / "vega-embed.min.js"))},
       {"BODY", body},
-      {"CHARTS", script_safe(charts.dump())}};
+      {"CHARTS", script_safe(charts.dump(-1, ' ', false, json::error_handler_t::replace))}};
   // one pass over the template, so inlined text is never searched for markers
   std::string out;
   size_t p = 0;
@@ -595,13 +674,21 @@ void write_html(const Report& rep, const fs::path& assets) {
   }
   out += templ.substr(p);
   const fs::path dst = fs::path(rep.dir) / "report.html", tmp = fs::path(rep.dir) / ".report.html.tmp";
+  bool ok = false;
   {
-    std::ofstream f(tmp, std::ios::binary);
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f << out;
-    if (!f) throw std::runtime_error(fmt::format("report: cannot write {}", tmp.string()));
+    f.close();  // the last buffer is written here: a full disk shows up now, not never
+    ok = static_cast<bool>(f);
   }
-  fs::rename(tmp, dst);
-  fmt::print("report: {} ({} runs, {} charts)\n", dst.string(), rep.runs.size(), charts.size());
+  std::error_code ec;
+  if (ok) fs::rename(tmp, dst, ec);
+  if (!ok || ec) {
+    const int e = ec ? ec.value() : errno;
+    fs::remove(tmp, ec);
+    throw std::runtime_error(fmt::format("report: cannot write {}: {}", dst.string(), std::strerror(e)));
+  }
+  write_stdout(fmt::format("report: {} ({} runs, {} charts)\n", dst.string(), rep.runs.size(), charts.size()), "report");
 }
 
 void run_report(const ReportArgs& a) {
@@ -614,10 +701,10 @@ void run_report(const ReportArgs& a) {
   if (a.format == "json") {
     json list = json::array();
     for (const auto& r : rep.runs) list.push_back(run_json(*r));
-    fmt::print("{}\n", list.dump(2));
+    write_stdout(list.dump(2, ' ', false, json::error_handler_t::replace) + "\n", "report");
     for (const auto& m : rep.missing) std::fprintf(stderr, "report: %s\n", m.c_str());
   } else if (a.format == "md") {
-    print_md(rep);
+    write_stdout(markdown(rep), "report");
   } else {
     write_html(rep, assets);
   }
