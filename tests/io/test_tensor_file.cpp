@@ -106,6 +106,21 @@ lpx::io::TensorFile parse_npy(const std::string& s) { return lpx::io::parse_npy(
 lpx::io::TensorFile parse_st(const std::string& s, const std::vector<std::string>& names = {}) {
   return lpx::io::parse_safetensors(span_of(s), names, "mem.safetensors");
 }
+// The tensors point into the parsed bytes: for a temporary (parse_npy(npy_bytes(...))),
+// those die with the full expression (AddressSanitizer: heap-use-after-free in to_float32),
+// so these overloads keep them alive in `storage`.
+lpx::io::TensorFile parse_npy(std::string&& s) {
+  const auto owned = std::make_shared<const std::string>(std::move(s));
+  lpx::io::TensorFile f = lpx::io::parse_npy(span_of(*owned), "mem.npy");
+  f.storage = std::shared_ptr<const void>(owned, owned->data());
+  return f;
+}
+lpx::io::TensorFile parse_st(std::string&& s, const std::vector<std::string>& names = {}) {
+  const auto owned = std::make_shared<const std::string>(std::move(s));
+  lpx::io::TensorFile f = lpx::io::parse_safetensors(span_of(*owned), names, "mem.safetensors");
+  f.storage = std::shared_ptr<const void>(owned, owned->data());
+  return f;
+}
 
 std::string bytes_of(const lpx::io::TensorRef& t) {
   return std::string(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
