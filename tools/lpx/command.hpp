@@ -25,4 +25,8 @@ using CommandSetup = std::function<void(CLI::App& app)>;
 // `order` sorts the subcommands in --help; returns true so it can initialise a static.
 bool register_command(int order, CommandSetup setup);
 
+// The whole app: every registered subcommand with its options, in `order` (app.cpp).
+// main() parses argv with it; the CLI fuzz targets (tests/fuzz) build it too.
+void build_app(CLI::App& app);
+
 }  // namespace lpx::cli
