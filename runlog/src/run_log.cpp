@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -175,6 +176,11 @@ std::vector<hsize_t> dims_of(const Io& io, hid_t dataset) {
   return dims;
 }
 
+std::vector<hsize_t> dims_at(const Io& io, hid_t loc, const std::string& path) {
+  Id d = io.check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), fmt::format("open /{}", path));
+  return dims_of(io, d);
+}
+
 std::string shape_text(const std::vector<hsize_t>& dims) {
   if (dims.empty()) return "a scalar";
   std::string s;
@@ -230,12 +236,44 @@ void keep_rows(const Io& io, hid_t group, const std::string& name, hsize_t rows)
   io.check_status(H5Dset_extent(d, dims.data()), fmt::format("shrink {}", name));
 }
 
+// A dataset's values must be in the file before a reader allocates room for them: a few
+// bytes of metadata can claim 2^40 rows. Unfiltered data needs its bytes allocated in the
+// file, less at most one chunk (up to 1 MiB) that may not be written yet; compressed data
+// at most 1032 times its stored bytes (deflate's largest ratio). Anything else is a
+// damaged file or one lpx did not write: a LogError naming the dataset.
+void check_stored(const Io& io, hid_t d, const std::string& path, hssize_t n) {
+  if (n <= 0) return;
+  Id t = io.check(H5Dget_type(d), "datatype");
+  Id p = io.check(H5Dget_create_plist(d), "dataset properties");
+  const auto elem = static_cast<long double>(H5Tget_size(t));
+  const auto stored = static_cast<long double>(H5Dget_storage_size(d));
+  const bool filtered = H5Pget_nfilters(p) > 0;
+  long double slack = 0;
+  if (H5Pget_layout(p) == H5D_CHUNKED) {
+    std::array<hsize_t, H5S_MAX_RANK> chunk{};
+    const int rank = H5Pget_chunk(p, H5S_MAX_RANK, chunk.data());
+    long double chunk_bytes = elem;
+    for (int i = 0; i < rank; ++i) chunk_bytes *= static_cast<long double>(chunk[static_cast<size_t>(i)]);
+    // Unfiltered chunks are stored whole: other sizes are a damaged chunk index, on which
+    // HDF5 1.10 reads past its own buffer (a fuzz_runlog find).
+    if (!filtered && (chunk_bytes < 1 || std::fmod(stored, chunk_bytes) != 0))
+      fail(io.path, fmt::format("/{} stores {} bytes, not whole chunks of {} (a damaged file)", path,
+                                H5Dget_storage_size(d), static_cast<double>(chunk_bytes)));
+    slack = std::min(chunk_bytes, 1024.0L * 1024.0L);
+  }
+  const long double have = (filtered ? 1032.0L * stored : stored) + slack;
+  if (static_cast<long double>(n) * elem > have)
+    fail(io.path, fmt::format("/{} claims {} values, more than the file holds ({} bytes)", path, n,
+                              H5Dget_storage_size(d)));
+}
+
 // The whole dataset at `path` (any rank, C order).
 template <class T>
 std::vector<T> read_all(const Io& io, hid_t loc, const std::string& path) {
   Id d = io.check(H5Dopen2(loc, path.c_str(), H5P_DEFAULT), fmt::format("open /{}", path));
   Id s = io.check(H5Dget_space(d), "dataspace");
   const hssize_t n = H5Sget_simple_extent_npoints(s);
+  check_stored(io, d, path, n);
   std::vector<T> v(static_cast<size_t>(std::max<hssize_t>(0, n)));
   if (!v.empty()) io.check_status(H5Dread(d, Types<T>::mem(), H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()),
                                   fmt::format("read /{}", path));
@@ -292,6 +330,7 @@ std::vector<std::string> read_strings(const Io& io, hid_t loc, const std::string
   const auto n = static_cast<size_t>(std::max<hssize_t>(0, H5Sget_simple_extent_npoints(s)));
   std::vector<std::string> out;
   if (n == 0) return out;
+  check_stored(io, d, path, static_cast<hssize_t>(n));
   if (H5Tget_class(t) != H5T_STRING) fail(io.path, fmt::format("/{} is not a string dataset", path));
   if (H5Tis_variable_str(t) > 0) {
     std::vector<char*> p(n, nullptr);
@@ -393,9 +432,26 @@ void write_applied(const Io& io, hid_t quant, const std::vector<AppliedOperand>&
   });
 }
 
+// (L, R) records from /quant/applied; empty when the group has no field. A field that does
+// not hold one value per layer and role is refused before the records are allocated.
 std::vector<AppliedOperand> read_applied(const Io& io, hid_t f, size_t cells) {
-  std::vector<AppliedOperand> out(cells);
   AppliedOperand probe;
+  bool any = false;
+  auto check_field = [&](const char* name) {
+    const std::string path = std::string("quant/applied/") + name;
+    if (!exists(f, path)) return;
+    any = true;
+    Id d = io.check(H5Dopen2(f, path.c_str(), H5P_DEFAULT), fmt::format("open /{}", path));
+    Id s = io.check(H5Dget_space(d), "dataspace");
+    const hssize_t count = H5Sget_simple_extent_npoints(s);
+    check_stored(io, d, path, count);
+    if (count < 0 || static_cast<size_t>(count) != cells)
+      fail(io.path, fmt::format("/{} holds {} values, not one per layer and role ({})", path, count, cells));
+  };
+  visit_applied_strings(probe, [&](const char* name, const std::string&) { check_field(name); });
+  visit_applied_ints(probe, [&](const char* name, const auto&) { check_field(name); });
+  if (!any) return {};
+  std::vector<AppliedOperand> out(cells);
   visit_applied_strings(probe, [&](const char* name, const std::string&) {
     const std::string path = std::string("quant/applied/") + name;
     if (!exists(f, path)) return;
@@ -493,17 +549,27 @@ Run read_run(const std::string& path) {
     q.layers = read_strings(io, f, "quant/layers");
     q.roles = read_strings(io, f, "quant/roles");
     if (exists(f, "quant/layer_kinds")) q.layer_kinds = read_strings(io, f, "quant/layer_kinds");
-    const size_t cells = n * q.layers.size() * q.roles.size();
+    const size_t L = q.layers.size(), R = q.roles.size();
     visit_quant(q, [&](const char* name, Presence p, auto& column) {
       const std::string at = std::string("quant/") + name;
       if (!exists(f, at)) {
         if (p == Presence::optional) r.missing.push_back("/" + at);
         return;
       }
+      // Rows of (layers, roles) as the names say (the appending writer keeps one row of
+      // one layer for a model without quantized layers), one per step. The writer appends
+      // a step's statistics after its metrics, so a run killed between the two is one row
+      // short, which is padded; a statistic with no rows has nothing to pad.
+      const std::vector<hsize_t> dims = dims_at(io, f, at);
+      if (dims.size() != 3 || dims[1] != std::max<size_t>(L, 1) || dims[2] != R)
+        fail(path, fmt::format("/{} is {}, not rows of {}x{} (/quant/layers x /quant/roles)", at,
+                               shape_text(dims), L, R));
+      if (dims[0] == 0) return;
+      if (dims[0] + 1 < n) fail(path, fmt::format("/{} has {} rows for {} steps", at, dims[0], n));
       column = read_all<Elem<decltype(column)>>(io, f, at);
-      fit(column, cells);
+      fit(column, n * L * R);
     });
-    if (exists(f, "quant/applied")) q.applied = read_applied(io, f, q.layers.size() * q.roles.size());
+    if (exists(f, "quant/applied")) q.applied = read_applied(io, f, L * R);
   } else {
     r.missing.push_back("/quant");
   }

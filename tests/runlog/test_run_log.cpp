@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <string>
 
 #include "lpx/runlog/run_log.hpp"
 
@@ -224,4 +226,51 @@ TEST_CASE("a log whose datasets do not match the schema is refused, not written 
   }
   CHECK(message.rfind(p + ": ", 0) == 0);
   CHECK(message.find("not rows of") != std::string::npos);
+}
+
+TEST_CASE("fuzz seeds and damaged logs read or fail with one LogError, never allocate what they claim") {
+  // tests/fuzz/corpus/runlog (tests/fuzz/runlog_seeds.cpp, make_seeds.py): real logs of lpx
+  // train and of the appending writer read and open to resume; those of write_run (no
+  // checkpoint group) read; bad-* are refused by read_run or by RunLog::open +
+  // read_checkpoint; regress-* (fuzzer finds) only have to end in a value or a LogError.
+  const fs::path dir = fs::path(LPX_TEST_DATA_DIR).parent_path() / "fuzz" / "corpus" / "runlog";
+  REQUIRE(fs::exists(dir));
+  std::map<std::string, std::string> errors;  // seed -> the first error's text
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string path = entry.path().string(), name = entry.path().filename().string();
+    INFO(name);
+    bool read = false, opened = false;
+    try {
+      const Run r = read_run(path);
+      for (const auto* column : {&r.quant.amax, &r.quant.flushed_pct, &r.quant.saturated_pct, &r.quant.sqnr_db})
+        if (!column->empty()) CHECK(column->size() == r.steps() * r.quant.layers.size() * r.quant.roles.size());
+      if (!r.quant.applied.empty()) CHECK(r.quant.applied.size() == r.quant.layers.size() * r.quant.roles.size());
+      read = true;
+      (void)RunLog::open(path, /*writable=*/false)->read_checkpoint();
+      opened = true;
+    } catch (const LogError& e) {
+      errors[name] = e.what();
+      CHECK(std::string(e.what()).rfind(path + ": ", 0) == 0);
+      CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    }
+    if (name.rfind("bad-", 0) == 0) CHECK_FALSE(opened);
+    if (name.rfind("write-run-", 0) == 0) CHECK(read);
+    if (name.rfind("train-", 0) == 0 || name.rfind("append-", 0) == 0) CHECK(opened);
+    ++files;
+  }
+  CHECK(files >= 10);
+  // a column that claims 2^40 rows in a 48 kB file is refused before anything is allocated
+  CHECK(errors["bad-huge-rows"].find("/metrics/loss claims 1099511627776 values, more than the file holds") !=
+        std::string::npos);
+  CHECK(errors["bad-quant-shape"].find("/quant/amax is 3x2x6, not rows of 3x6") != std::string::npos);
+  CHECK(errors["bad-quant-rows"].find("/quant/amax has 1 rows for 3 steps") != std::string::npos);
+  CHECK(errors["bad-applied-count"].find("/quant/applied/block holds 5 values, not one per layer and role (12)") !=
+        std::string::npos);
+  // one row of statistics short (killed between a step's metrics and its statistics): padded
+  const Run killed = read_run((dir / "append-killed-before-quant-row").string());
+  REQUIRE(killed.steps() == 2);
+  REQUIRE(killed.quant.amax.size() == 2 * 6);
+  CHECK(killed.quant.amax[0] == 2.0f);
+  CHECK(std::isnan(killed.quant.amax[6]));
 }

@@ -14,7 +14,10 @@
 // left empty and named in Run::missing ("/metrics/grad_norm", "/eval", "/quant", ...), so
 // a log of a run still in progress, or one written with statistics off, still reads. A
 // column shorter than /metrics/step (a run killed between two appends) is padded with
-// NaN (-1 for integers); rows past the shortest of step and loss are dropped.
+// NaN (-1 for integers); rows past the shortest of step and loss are dropped. A dataset
+// that claims more values than the file stores for it, /quant statistics whose rows are
+// not /quant/layers x /quant/roles or that lack more than one row, and /quant/applied
+// fields without one value per layer and role are LogErrors (docs/runlog.md#reading-it).
 #pragma once
 
 #include <array>
