@@ -144,8 +144,10 @@ TEST_CASE("a resumed run's loss array equals the uninterrupted run's", "[resume]
     const runlog::Checkpoint fa = runlog::read_checkpoint(full), fb = runlog::read_checkpoint(cut);
     CHECK(fa.quantizer.count == fb.quantizer.count);
     REQUIRE(fa.quantizer.values.size() == fb.quantizer.values.size());
-    CHECK(std::memcmp(fa.quantizer.values.data(), fb.quantizer.values.data(),
-                      fa.quantizer.values.size() * sizeof(float)) == 0);
+    // (memcmp of an empty vector's null data() is undefined behaviour: fp32 has no history)
+    CHECK((fa.quantizer.values.empty() ||
+           std::memcmp(fa.quantizer.values.data(), fb.quantizer.values.data(),
+                       fa.quantizer.values.size() * sizeof(float)) == 0));
     std::filesystem::remove(full);
     std::filesystem::remove(cut);
   }
