@@ -22,10 +22,10 @@ def float_input(x, name="x"):
     """x as a C-contiguous native float32 ndarray (see the module docstring)."""
     a = x if isinstance(x, np.ndarray) else np.asarray(x)
     dt = a.dtype
-    if dt == np.float32:
+    if dt.kind == "f" and dt.itemsize == 4:  # float32 of either byte order
         if not (a.flags.c_contiguous and a.flags.aligned and dt.isnative):
             a = np.ascontiguousarray(a, dtype=np.float32)
-    elif dt in (np.float16, np.float64) or dt.name == "bfloat16":
+    elif (dt.kind == "f" and dt.itemsize in (2, 8)) or dt.name == "bfloat16":
         a = np.ascontiguousarray(a.astype(np.float32))
     else:
         raise TypeError(

@@ -2,8 +2,6 @@
 (runlog/run_log.hpp; the layout is docs/runlog.md)."""
 import os
 
-import numpy as np
-
 from . import _core
 
 
