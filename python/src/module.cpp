@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -23,6 +24,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "lpx/divergence/detectors.hpp"
 #include "lpx/formats/analyze.hpp"
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/cast.hpp"
@@ -32,6 +34,7 @@
 #include "lpx/formats/quantize.hpp"
 #include "lpx/io/tensor_file.hpp"
 #include "lpx/numerics/hadamard.hpp"
+#include "lpx/recipes/operand.hpp"
 #include "lpx/recipes/recipe.hpp"
 #include "lpx/runlog/run_log.hpp"
 #include "lpx/version.hpp"
@@ -519,6 +522,128 @@ py::dict read_run(const std::string& path) {
   return d;
 }
 
+// --- recipes on a user's model (python/lpx/torch.py) ------------------------------------
+
+lpx::LayerInfo::Kind layer_kind_by_name(const std::string& name) {
+  for (auto k : {lpx::LayerInfo::linear, lpx::LayerInfo::attention_bmm, lpx::LayerInfo::embedding,
+                 lpx::LayerInfo::head})
+    if (lpx::layer_kind_name(k) == name) return k;
+  throw UsageError("unknown layer kind '" + name + "' (expected linear, attention_bmm, embedding or head)");
+}
+
+// The C++ trainer's per-layer quantizer (recipes/operand.hpp), unchanged: the same keys,
+// signs, delayed-scaling histories and high-precision layers as `lpx train`.
+class Quantizer {
+ public:
+  Quantizer(const std::string& recipe, const std::string& name, int index, int count,
+            const std::string& kind, uint64_t seed)
+      : q_(lpx::load_recipe(recipe), lpx::LayerInfo{index, count, layer_kind_by_name(kind), name}, seed) {}
+
+  // The role's operand, row-major (rows x cols) as operand.hpp says, quantized (a new
+  // array), with the statistics and the applied record of the call.
+  py::tuple apply(int role, const CArray<float>& x, uint64_t step) {
+    if (role < 0 || role >= lpx::kGemmRoles) throw UsageError(fmt::format("role {} is not in [0, 5]", role));
+    if (x.ndim() != 2) throw UsageError(fmt::format("an operand is 2-D (rows x cols), not {}-D", x.ndim()));
+    const int64_t rows = x.shape(0), cols = x.shape(1);
+    CArray<float> y(std::vector<py::ssize_t>{rows, cols});
+    lpx::OperandStats stats;
+    lpx::AppliedOperand applied;
+    {
+      py::gil_scoped_release unlocked;
+      q_.apply(static_cast<lpx::GemmRole>(role), x.data(), y.mutable_data(), rows, cols, step, &stats,
+               &applied);
+    }
+    return py::make_tuple(y, stats, applied);
+  }
+  std::vector<float> history(int role) const { return q_.history_values(static_cast<lpx::GemmRole>(role)); }
+  void restore_history(int role, const std::vector<float>& v) {
+    q_.restore_history(static_cast<lpx::GemmRole>(role), v);
+  }
+  bool high_precision() const { return q_.high_precision(); }
+  std::string role_format(int role) const { return q_.spec(static_cast<lpx::GemmRole>(role)).format_name(); }
+
+ private:
+  lpx::OperandQuantizer q_;
+};
+
+// The run-log writer (runlog/run_log.hpp) for runs driven from Python.
+class RunWriter {
+ public:
+  RunWriter(const std::string& path, const py::dict& header, const std::vector<std::string>& layers,
+            const std::vector<std::string>& kinds) {
+    lpx::runlog::Header h;
+    h.lpx_version = lpx::kVersion;
+    lpx::runlog::visit_header_strings(h, [&](const char* name, std::string& v) {
+      if (header.contains(name)) v = py::cast<std::string>(header[name]);
+    });
+    if (header.contains("seed")) h.seed = py::cast<int64_t>(header["seed"]);
+    h.format = lpx::runlog::format_name();
+    log_ = lpx::runlog::RunLog::create(path, h, layers, kinds);
+  }
+  void append_step(int64_t step, double loss, float lr, double grad_norm, double update_ratio,
+                   double adam_rms, double step_time_s,
+                   const std::vector<lpx::runlog::LayerStats>& stats,
+                   const std::vector<lpx::runlog::LayerApplied>& applied) {
+    lpx::runlog::StepMetrics m{step, loss, lr, grad_norm, update_ratio, adam_rms, step_time_s};
+    log_->append_step(m, stats, applied);
+  }
+  void append_eval(int64_t step, double loss, double accuracy) { log_->append_eval({step, loss, accuracy}); }
+  void flush() { log_->flush(); }
+
+ private:
+  std::unique_ptr<lpx::runlog::RunLog> log_;
+};
+
+// The online divergence detectors (divergence/detectors.hpp), fed one step at a time as
+// `lpx train` feeds them.
+class Monitor {
+ public:
+  Monitor(const std::vector<std::string>& layers, const std::string& thresholds_json)
+      : layers_(layers.size()),
+        m_(thresholds_json.empty() ? lpx::divergence::Thresholds{}
+                                   : lpx::divergence::Thresholds::from_json(thresholds_json),
+           layers, roles()) {}
+  // flushed / saturated: (layers x 6) percentages of this step, or empty (not collected).
+  py::list observe(int64_t step, double loss, double grad_norm, double update_ratio, double lr,
+                   double adam_rms, const std::vector<float>& flushed, const std::vector<float>& saturated) {
+    lpx::divergence::StepRecord r;
+    r.step = step;
+    r.loss = loss;
+    r.grad_norm = grad_norm;
+    r.update_ratio = update_ratio;
+    r.lr = lr;
+    r.adam_rms = adam_rms;
+    const size_t cells = layers_ * lpx::kGemmRoles;
+    if (!flushed.empty() || !saturated.empty()) {
+      if (flushed.size() != cells || saturated.size() != cells)
+        throw UsageError(fmt::format("statistics must hold {} values (layers x 6)", cells));
+      r.flushed_pct = flushed.data();
+      r.saturated_pct = saturated.data();
+    }
+    py::list out;
+    for (const lpx::divergence::Flag& f : m_.observe(r)) {
+      py::dict d;
+      d["step"] = f.step;
+      d["detector"] = f.detector;
+      d["layer"] = f.layer;
+      d["operand"] = f.operand;
+      d["evidence"] = f.evidence;
+      d["describe"] = f.describe();
+      out.append(d);
+    }
+    return out;
+  }
+
+ private:
+  static std::vector<std::string> roles() {
+    std::vector<std::string> v;
+    for (lpx::GemmRole r : lpx::kAllGemmRoles) v.emplace_back(lpx::role_name(r));
+    return v;
+  }
+  size_t layers_;
+  lpx::divergence::Monitor m_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -595,4 +720,45 @@ PYBIND11_MODULE(_core, m) {
     return lpx::Recipe::from_json(text, origin).to_json();
   });
   m.def("read_run", &read_run);
+
+  py::class_<lpx::OperandStats>(m, "OperandStats")
+      .def(py::init<>())
+      .def_readonly("elements", &lpx::OperandStats::elements)
+      .def_readonly("amax", &lpx::OperandStats::amax)
+      .def_readonly("flushed_pct", &lpx::OperandStats::flushed_pct)
+      .def_readonly("saturated_pct", &lpx::OperandStats::saturated_pct)
+      .def_readonly("sqnr_db", &lpx::OperandStats::sqnr_db)
+      .def_readonly("clamped_blocks", &lpx::OperandStats::clamped_blocks);
+  py::class_<lpx::AppliedOperand> applied(m, "AppliedOperand");
+  applied.def(py::init<>()).def("as_dict", [](lpx::AppliedOperand& a) {
+    py::dict d;
+    lpx::runlog::visit_applied_strings(a, [&](const char* name, std::string& v) { d[name] = v; });
+    lpx::runlog::visit_applied_ints(a, [&](const char* name, auto& v) { d[name] = v; });
+    return d;
+  });
+  m.def("merge_stats", [](lpx::OperandStats total, const lpx::OperandStats& call) {
+    lpx::merge_into(total, call);
+    return total;
+  });
+  m.def("role_names", [] {
+    std::vector<std::string> v;
+    for (lpx::GemmRole r : lpx::kAllGemmRoles) v.emplace_back(lpx::role_name(r));
+    return v;
+  });
+  py::class_<Quantizer>(m, "Quantizer")
+      .def(py::init<const std::string&, const std::string&, int, int, const std::string&, uint64_t>())
+      .def("apply", &Quantizer::apply)
+      .def("history", &Quantizer::history)
+      .def("restore_history", &Quantizer::restore_history)
+      .def("high_precision", &Quantizer::high_precision)
+      .def("role_format", &Quantizer::role_format);
+  py::class_<Monitor>(m, "Monitor")
+      .def(py::init<const std::vector<std::string>&, const std::string&>())
+      .def("observe", &Monitor::observe);
+  py::class_<RunWriter>(m, "RunWriter")
+      .def(py::init<const std::string&, const py::dict&, const std::vector<std::string>&,
+                    const std::vector<std::string>&>())
+      .def("append_step", &RunWriter::append_step)
+      .def("append_eval", &RunWriter::append_eval)
+      .def("flush", &RunWriter::flush);
 }
