@@ -745,6 +745,15 @@ PYBIND11_MODULE(_core, m) {
     for (lpx::GemmRole r : lpx::kAllGemmRoles) v.emplace_back(lpx::role_name(r));
     return v;
   });
+  // operand.hpp's call_key: the (seed, stream) of a role's SR (tag = role) or of a GEMM's
+  // per-call RHT signs (tag = 8 + gemm) at a step; documented there so that other
+  // implementations can reproduce them, and tested from Python against the quantizer.
+  m.def("call_key", [](uint64_t seed, const std::string& name, int index, int count, const std::string& kind,
+                       uint32_t tag, uint64_t step) {
+    const lpx::CallKey k = lpx::call_key(seed, lpx::LayerInfo{index, count, layer_kind_by_name(kind), name}, tag, step);
+    return py::make_tuple(k.seed, k.stream);
+  });
+  m.attr("fixed_sign_stream") = lpx::kFixedSignStream;
   py::class_<Quantizer>(m, "Quantizer")
       .def(py::init<const std::string&, const std::string&, int, int, const std::string&, uint64_t>())
       .def("apply", &Quantizer::apply)
