@@ -31,8 +31,20 @@ __version__ = _core.__version__
 __all__ = [
     "formats", "aliases", "block_formats", "info", "table", "FormatInfo", "cast", "decode",
     "quantize", "fake_quantize", "QuantizedTensor", "pack", "unpack", "hadamard",
-    "hadamard_signs", "analyze", "recipes", "runs",
+    "hadamard_signs", "analyze", "load", "recipes", "runs",
 ]
+
+
+def load(path, names=None):
+    """The tensors of a .npy or .safetensors file, read by lpx's own reader (the CLI's
+    checks and messages): {name: array} with float tensors as float32 (float16, bfloat16
+    and float8 converted exactly) and uint8/uint16 tensors as codes; a .npy file's one
+    tensor is named "". names: only these tensors of a .safetensors file."""
+    import os
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+    names = [] if names is None else [_a.str_arg("names[]", n) for n in names]
+    return _core.load_tensors(os.fspath(path), names)
 
 
 def formats():

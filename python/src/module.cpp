@@ -458,6 +458,39 @@ py::list analyze(const CArray<float>& x, const std::vector<std::string>& formats
   return out;
 }
 
+// --- tensor files ------------------------------------------------------------------------
+
+// The tensors of a .npy / .safetensors file (io/tensor_file.hpp, the CLI's reader and its
+// checks): {name: array}, float tensors as float32 (float16/bfloat16/float8 converted
+// exactly, as the CLI converts them), uint8/uint16 tensors as codes. Copied out of the
+// mapping (which is closed on return). A .npy tensor is named "".
+py::dict load_tensors(const std::string& path, const std::vector<std::string>& names) {
+  if (path != "-" && !(path.size() > 4 && (path.ends_with(".npy") || path.ends_with(".safetensors"))))
+    throw UsageError(path + ": lpx.load reads .npy and .safetensors files");
+  lpx::io::TensorFile file;
+  {
+    py::gil_scoped_release unlocked;
+    file = lpx::io::read_tensor_file(path, {}, names);
+  }
+  py::dict out;
+  for (const lpx::io::TensorRef& t : file.tensors) {
+    const Shape shape = t.shape;
+    const auto n = static_cast<size_t>(t.numel());
+    if (t.dtype == lpx::io::DType::u8) {
+      std::vector<uint8_t> v(n);
+      if (n) std::memcpy(v.data(), t.bytes.data(), n);
+      out[py::str(t.name)] = adopt(std::move(v), shape);
+    } else if (t.dtype == lpx::io::DType::u16) {
+      std::vector<uint16_t> v(n);
+      if (n) std::memcpy(v.data(), t.bytes.data(), n * 2);
+      out[py::str(t.name)] = adopt(std::move(v), shape);
+    } else {
+      out[py::str(t.name)] = adopt(lpx::io::to_float32(t), shape);
+    }
+  }
+  return out;
+}
+
 // --- recipes and run logs -----------------------------------------------------------------
 
 py::dict recipe_summary(const std::string& name_or_path) {
@@ -720,6 +753,7 @@ PYBIND11_MODULE(_core, m) {
     return lpx::Recipe::from_json(text, origin).to_json();
   });
   m.def("read_run", &read_run);
+  m.def("load_tensors", &load_tensors);
 
   py::class_<lpx::OperandStats>(m, "OperandStats")
       .def(py::init<>())

@@ -161,3 +161,23 @@ def test_recipes_match_cli(cli, tmp_path):
     listing = cli("recipes").stdout
     for r in lpx.recipes.catalogue():
         assert r["describe"] in listing and r["summary"] in listing
+
+
+def test_load_reads_the_cli_packed_safetensors(cli, tmp_path):
+    x = sample((16, 64), seed=21)
+    x[~np.isfinite(x)] = 0
+    np.save(tmp_path / "x.npy", x)
+    cli("quantize", "--format", "nvfp4", "--emit", "packed", "x.npy", "p.safetensors")
+    t = lpx.load(tmp_path / "p.safetensors")
+    p = lpx.quantize(x, "nvfp4").packed()
+    assert sorted(t) == ["codes", "scales", "tensor_scale"]
+    assert t["codes"].tobytes() == p["codes"].tobytes() and t["codes"].dtype == np.uint8
+    assert t["scales"].tobytes() == p["scales"].tobytes() and t["scales"].shape == p["scales"].shape
+    assert t["tensor_scale"].tobytes() == p["tensor_scale"].tobytes()
+    assert np.array_equal(lpx.load(tmp_path / "x.npy")[""], x)
+    assert list(lpx.load(tmp_path / "p.safetensors", names=["scales"])) == ["scales"]
+    with pytest.raises(ValueError):
+        lpx.load(tmp_path / "x.f32")
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(ValueError, match="bad.npy"):
+        lpx.load(tmp_path / "bad.npy")
