@@ -94,12 +94,13 @@ class FormatInfo:
 
     @property
     def min(self):
-        """The most negative finite value (0 for unsigned formats)."""
-        if not self.is_signed:
-            return 0.0
-        if self.is_integer:  # two's complement: one more code below zero (not symmetric)
-            return float(_core.format_table(self.name)[1].min())
-        return -self.max
+        """The smallest finite value: -max for signed floats; from the code table
+        otherwise (two's complement integers have one more code below zero, unsigned
+        formats start at 0, e8m0 at 2^-127)."""
+        if self.is_signed and not self.is_integer:
+            return -self.max
+        values = _core.format_table(self.name)[1]
+        return float(values[np.isfinite(values)].min())
 
 
 def info(name):

@@ -244,3 +244,23 @@ def test_no_copy_of_contiguous_float32_input(tmp_path):
     np.save(tmp_path / "x.npy", x)
     m = np.load(tmp_path / "x.npy", mmap_mode="r")
     assert np.array_equal(lpx.cast(m, "e4m3"), codes)
+
+
+def test_every_alias_names_its_format():
+    al = lpx.aliases()
+    assert al and set(al.values()) <= set(lpx.formats())
+    for alias, canonical in al.items():
+        i = lpx.info(alias)
+        assert i.name == canonical and alias in i.aliases
+        assert np.array_equal(lpx.table(alias)[1], lpx.table(canonical)[1], equal_nan=True)
+    # finfo-like values agree with the code table
+    for name in lpx.formats():
+        i = lpx.info(name)
+        codes, values = lpx.table(name)
+        finite = values[np.isfinite(values)]
+        assert i.max == finite.max() and i.min == finite.min()
+        assert i.smallest_subnormal == finite[finite > 0].min()
+        assert i.finite_codes == finite.size and i.codes == codes.size == 2 ** i.bits
+        if not i.is_integer and i.mantissa_bits > 0:
+            above_one = finite[finite > 1].min()
+            assert i.eps == above_one - 1
