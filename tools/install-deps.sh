@@ -12,6 +12,8 @@ packages=(
   zlib1g-dev dataset-fashion-mnist fortunes   # sim/: IDX reading, training data
   clang-14 libclang-rt-14-dev   # libFuzzer targets (tests/fuzz)
   chromium                      # tests/browser: headless check of lpx report's page
+  python3-dev python3-numpy pybind11-dev python3-pytest   # python/: the lpx module and its tests
+  python3-torch                 # python/lpx/torch.py (lpx.torch) and its tests
 )
 
 missing=()

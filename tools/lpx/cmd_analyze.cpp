@@ -13,6 +13,7 @@
 
 #include "cli_util.hpp"
 #include "command.hpp"
+#include "lpx/formats/analyze.hpp"
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/quantize.hpp"
@@ -20,15 +21,12 @@
 namespace lpx::cli {
 namespace {
 
-constexpr const char* kDefaultFormats =
-    "mxfp8_e4m3,mxfp8_e5m2,mxfp6_e3m2,mxfp6_e2m3,mxfp4,nvfp4,fp8_tensor,fp8_block128,bfloat16";
+constexpr const char* kDefaultFormats = kDefaultAnalyzeFormats;  // analyze.hpp
 
-struct Row {
+// One row of the table: a tensor of a file under one format (analyze.hpp computes the
+// statistics, the same code as the Python package's lpx.analyze).
+struct Row : FormatErrors {
   std::string file, tensor, format;
-  int64_t elements = 0, nonfinite = 0;
-  double sqnr_db = 0, mse = 0, max_abs = 0, max_rel = 0;
-  double flushed_pct = 0, saturated_pct = 0, clamped_pct = 0;
-  std::string note;  // why a format does not apply to a tensor
 };
 
 struct AnalyzeArgs {
@@ -38,72 +36,11 @@ struct AnalyzeArgs {
   bool json = false;
 };
 
-// Errors of y against x over the finite inputs (non-finite inputs are counted apart).
-void error_stats(std::span<const float> x, std::span<const float> y, Row& r) {
-  double signal = 0, noise = 0;
-  int64_t finite = 0, nonzero = 0, flushed = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (!std::isfinite(x[i])) {
-      ++r.nonfinite;
-      continue;
-    }
-    ++finite;
-    const double xv = x[i], err = static_cast<double>(y[i]) - xv;
-    signal += xv * xv;
-    noise += err * err;
-    r.max_abs = std::max(r.max_abs, std::fabs(err));
-    if (xv != 0) {
-      ++nonzero;
-      r.max_rel = std::max(r.max_rel, std::fabs(err / xv));
-      flushed += y[i] == 0 ? 1 : 0;
-    }
-  }
-  r.mse = finite ? noise / static_cast<double>(finite) : 0;
-  r.sqnr_db = noise == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(signal / noise);
-  r.flushed_pct = nonzero ? 100.0 * static_cast<double>(flushed) / static_cast<double>(nonzero) : 0;
-}
-
 Row analyze_one(std::span<const float> x, const std::vector<int64_t>& shape,
                 const std::string& format_name, const AnalyzeArgs& a) {
   Row r;
+  static_cast<FormatErrors&>(r) = analyze_format(x, shape, format_name, rounding_by_name(a.round), a.seed);
   r.format = format_name;
-  r.elements = static_cast<int64_t>(x.size());
-  std::vector<float> y(x.size());
-  const Rounding round = rounding_by_name(a.round);
-  BlockFormat block;
-  bool is_block = true;
-  try {
-    block = parse_block_format(format_name);
-  } catch (const std::invalid_argument&) {
-    is_block = false;
-  }
-  if (is_block) {
-    QuantizeOptions opt;
-    opt.round = round;
-    opt.seed = a.seed;
-    try {
-      const QuantizedTensor q = fake_quantize({x, shape}, y, block, opt);
-      int64_t blocks = 1;
-      for (int64_t d : q.scale_shape) blocks *= d;
-      r.clamped_pct = blocks ? 100.0 * static_cast<double>(q.stats.clamped_scales) / static_cast<double>(blocks) : 0;
-      r.saturated_pct = x.empty() ? 0 : 100.0 * static_cast<double>(q.stats.saturated) / static_cast<double>(x.size());
-    } catch (const std::invalid_argument& e) {
-      r.note = e.what();
-      return r;
-    }
-  } else {
-    const ElementFormat f = format_by_name(format_name);  // throws with the known names
-    CastOptions opt;
-    opt.round = round;
-    opt.overflow = Overflow::sat;
-    opt.seed = a.seed;
-    fake_cast_array(x, y, f, opt);
-    const double top = max_finite(f);
-    int64_t saturated = 0;
-    for (float v : x) saturated += std::isfinite(v) && std::fabs(v) > top ? 1 : 0;
-    r.saturated_pct = x.empty() ? 0 : 100.0 * static_cast<double>(saturated) / static_cast<double>(x.size());
-  }
-  error_stats(x, y, r);
   return r;
 }
 
@@ -159,15 +96,9 @@ void run_analyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   // Check every format name before reading any data, so a typo fails fast (exit 2).
   for (const std::string& f : formats) {
     try {
-      parse_block_format(f);
-    } catch (const std::invalid_argument&) {
-      try {
-        format_by_name(f);
-      } catch (const std::invalid_argument&) {
-        throw UsageError(fmt::format("unknown format '{}' (block presets: {}; or an element "
-                                     "format, `lpx formats` lists them; or a block spec such "
-                                     "as e2m1:b32:e8m0:rceil)", f, fmt::join(block_preset_names(), ", ")));
-      }
+      check_analyze_format(f);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
     }
   }
   std::vector<Row> rows;

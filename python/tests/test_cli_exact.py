@@ -1,0 +1,183 @@
+"""The Python package gives the CLI's bytes on the same inputs (docs/python.md#testing):
+every named element format x every rounding mode, the block formats with each scale rule,
+dequantize, analyze, info/table and the recipe catalogue."""
+import json
+
+import numpy as np
+import pytest
+
+import lpx
+from conftest import sample
+
+ROUNDINGS = ["rne", "rna", "rtz", "rup", "rdn", "sr"]
+SR = {"seed": 7, "stream": 3, "sr_bits": 9}
+
+
+def sr_cli(round):
+    return ["--seed", SR["seed"], "--stream", SR["stream"], "--sr-bits", SR["sr_bits"]] if round == "sr" else []
+
+
+def sr_py(round):
+    return dict(SR) if round == "sr" else {}
+
+
+@pytest.mark.parametrize("fmt", lpx.formats())
+def test_cast_codes_every_format_and_rounding(fmt, cli, tmp_path):
+    top = lpx.info(fmt).max
+    x = sample((3, 5, 41), seed=len(fmt), scale=min(top, 1e30) / 8)
+    np.save(tmp_path / "x.npy", x)
+    for round in ROUNDINGS:
+        for overflow in ("ieee", "sat"):
+            cli("cast", "--to", fmt, "--round", round, "--overflow", overflow, *sr_cli(round),
+                "x.npy", "c.npy")
+            want = np.load(tmp_path / "c.npy")
+            got = lpx.cast(x, fmt, round=round, overflow=overflow, **sr_py(round))
+            assert got.shape == x.shape and got.dtype == want.dtype
+            assert got.tobytes() == want.tobytes(), (fmt, round, overflow)
+        # values: the round trip, NaN payloads included
+        cli("cast", "--to", fmt, "--round", round, "--emit", "values", *sr_cli(round), "x.npy", "v.npy")
+        got = lpx.cast(x, fmt, round=round, emit="values", **sr_py(round))
+        assert got.tobytes() == np.load(tmp_path / "v.npy").tobytes(), (fmt, round)
+
+
+@pytest.mark.parametrize("fmt", lpx.formats())
+def test_decode_every_code(fmt, cli, tmp_path):
+    codes, values = lpx.table(fmt)
+    dtype = np.uint8 if lpx.info(fmt).bits <= 8 else np.uint16
+    c = codes.astype(dtype).reshape(-1)
+    np.save(tmp_path / "c.npy", c)
+    cli("decode", "--from", fmt, "c.npy", "y.npy")
+    got = lpx.decode(c, fmt)
+    assert got.tobytes() == np.load(tmp_path / "y.npy").tobytes()
+    # table() is the codec's decode too (in float64; every value is exact in float32)
+    assert np.array_equal(values.astype(np.float32), got, equal_nan=True)
+
+
+BLOCKS = ["mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "nvfp4", "nvfp4_2d",
+          "fp8_block128", "fp8_tensor"]
+
+
+def rules_of(spec):
+    return ["floor", "rceil", "ceil", "even"] if spec.startswith("mx") else [None]
+
+
+CASES = [(s, r) for s in BLOCKS for r in rules_of(s)]
+
+
+@pytest.mark.parametrize("spec,rule", CASES)
+def test_quantize_matches_cli(spec, rule, cli, tmp_path):
+    x = sample((48, 256), seed=3)
+    x[~np.isfinite(x)] = 1.0  # keep most blocks finite (a NaN block is tested apart)
+    x[5, 7] = np.nan
+    np.save(tmp_path / "x.npy", x)
+    for round in ("rne", "sr"):
+        for axis in ([None, 0] if spec not in ("nvfp4_2d", "fp8_tensor") else [None]):
+            opts = (["--scale-rule", rule] if rule else []) + (["--axis", axis] if axis is not None else [])
+            kw = dict(scale_rule=rule, axis=axis, round=round, **sr_py(round))
+            cli("quantize", "--format", spec, "--round", round, *opts, *sr_cli(round), "x.npy", "v.npy")
+            got = lpx.fake_quantize(x, spec, **kw)
+            assert got.tobytes() == np.load(tmp_path / "v.npy").tobytes(), (spec, rule, round, axis)
+
+            cli("quantize", "--format", spec, "--round", round, "--emit", "packed", *opts,
+                *sr_cli(round), "x.npy", "p.npy")
+            q = lpx.quantize(x, spec, **kw)
+            p = q.packed()
+            assert p["codes"].tobytes() == np.load(tmp_path / "p.npy").tobytes()
+            scales = np.load(tmp_path / "p.scales.npy")
+            assert p["scales"].dtype == scales.dtype and p["scales"].shape == scales.shape
+            assert p["scales"].tobytes() == scales.tobytes()
+            if q.tensor_scale is None:
+                assert not (tmp_path / "p.tensor_scale.npy").exists()
+            else:
+                assert p["tensor_scale"].tobytes() == np.load(tmp_path / "p.tensor_scale.npy").tobytes()
+            # the fused values equal dequantize(quantize(x))
+            assert q.dequantize().tobytes() == got.tobytes()
+            # and `lpx dequantize` of the CLI's packed files equals q.dequantize()
+            deq = ["--axis", q.axis] if axis is not None else []
+            cli("dequantize", "--format", q.spec, "--shape", "48x256", *deq, "p.npy", "d.npy")
+            assert np.load(tmp_path / "d.npy").tobytes() == q.dequantize().tobytes()
+
+
+def test_quantize_block_override_and_headroom(cli, tmp_path):
+    x = sample((6, 100), seed=9)
+    x[~np.isfinite(x)] = 0
+    np.save(tmp_path / "x.npy", x)
+    cli("quantize", "--format", "mxfp4", "--block", 16, "--headroom-3-4", "--flush-subnormals",
+        "x.npy", "v.npy")
+    got = lpx.fake_quantize(x, "mxfp4", block=16, headroom_3_4=True, flush_subnormals=True)
+    assert got.tobytes() == np.load(tmp_path / "v.npy").tobytes()
+
+
+def test_analyze_matches_cli_json(cli, tmp_path):
+    x = sample((32, 128), seed=5)
+    np.save(tmp_path / "x.npy", x)
+    fmts = "mxfp8_e4m3,mxfp4,nvfp4,nvfp4_2d,fp8_tensor,e2m1,bfloat16,int8"
+    rows = json.loads(cli("analyze", "--json", "--formats", fmts, "x.npy").stdout)
+    got = lpx.analyze(x, fmts.split(","))
+    assert [r["format"] for r in got] == [r["format"] for r in rows]  # the same order
+    for g, w in zip(got, rows):
+        for key in ("elements", "nonfinite", "note", "tensor"):
+            assert g[key] == w[key], (w["format"], key)
+        for key in ("sqnr_db", "mse", "max_abs_error", "max_rel_error", "flushed_pct",
+                    "saturated_pct", "clamped_blocks_pct"):
+            # the CLI's JSON: shortest round-trip decimals, null for NaN, "inf" strings
+            want = float("nan") if w[key] is None else float(w[key])
+            assert g[key] == want or (np.isnan(g[key]) and np.isnan(want)), (w["format"], key)
+    # the default list is the CLI's
+    rows = json.loads(cli("analyze", "--json", "x.npy").stdout)
+    assert sorted(r["format"] for r in rows) == sorted(r["format"] for r in lpx.analyze(x))
+
+
+def test_info_and_table_match_cli(cli):
+    for fmt in lpx.formats() + ["e2m0", "e3m2b2fn", "ue4m3"]:
+        i = lpx.info(fmt)
+        lines = dict(l.split(None, 1) if " " in l else (l, "") for l in
+                     (ln.replace("max finite", "max_finite").replace("min normal", "min_normal")
+                      .replace("min positive", "min_positive").replace("finite codes", "finite_codes")
+                      for ln in cli("info", fmt).stdout.splitlines()))
+        assert lines["format"].strip() == i.name
+        assert int(lines["bits"].split()[0]) == i.bits
+        assert float(lines["max_finite"].split()[0]) == i.max
+        assert float(lines["min_positive"].split()[0]) == i.smallest_subnormal
+        assert lines["finite_codes"].strip() == f"{i.finite_codes} of {i.codes}"
+        assert lines["specials"].strip() == i.specials
+        if i.bits <= 8:
+            codes, values = lpx.table(fmt)
+            rows = cli("table", fmt).stdout.splitlines()[1:]
+            assert len(rows) == len(codes)
+            for c, v, row in zip(codes, values, rows):
+                code, _, text = row.split(None, 2)
+                assert int(code, 16) == c
+                w = float(text.split()[0])
+                assert (np.isnan(v) and np.isnan(w)) or v == w
+
+
+def test_recipes_match_cli(cli, tmp_path):
+    names = lpx.recipes.list()
+    assert names and all(isinstance(n, str) for n in names)
+    for n in names:
+        assert lpx.recipes.show(n) == cli("recipes", "show", n).stdout
+        assert lpx.recipes.load(n)["name"] == n
+    listing = cli("recipes").stdout
+    for r in lpx.recipes.catalogue():
+        assert r["describe"] in listing and r["summary"] in listing
+
+
+def test_load_reads_the_cli_packed_safetensors(cli, tmp_path):
+    x = sample((16, 64), seed=21)
+    x[~np.isfinite(x)] = 0
+    np.save(tmp_path / "x.npy", x)
+    cli("quantize", "--format", "nvfp4", "--emit", "packed", "x.npy", "p.safetensors")
+    t = lpx.load(tmp_path / "p.safetensors")
+    p = lpx.quantize(x, "nvfp4").packed()
+    assert sorted(t) == ["codes", "scales", "tensor_scale"]
+    assert t["codes"].tobytes() == p["codes"].tobytes() and t["codes"].dtype == np.uint8
+    assert t["scales"].tobytes() == p["scales"].tobytes() and t["scales"].shape == p["scales"].shape
+    assert t["tensor_scale"].tobytes() == p["tensor_scale"].tobytes()
+    assert np.array_equal(lpx.load(tmp_path / "x.npy")[""], x)
+    assert list(lpx.load(tmp_path / "p.safetensors", names=["scales"])) == ["scales"]
+    with pytest.raises(ValueError):
+        lpx.load(tmp_path / "x.f32")
+    (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
+    with pytest.raises(ValueError, match="bad.npy"):
+        lpx.load(tmp_path / "bad.npy")
