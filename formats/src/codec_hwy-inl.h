@@ -115,9 +115,17 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   const VI inf = hn::Set(di, 0x7f800000);
   const auto is_nan = hn::Gt(abs, inf);
   const VI biased = hn::ShiftRight<23>(abs);
-  const VI exp_b = hn::Max(biased, hn::Set(di, 1));  // float32 subnormals: exponent of 2^-126
+  VI exp_b = hn::Max(biased, hn::Set(di, 1));  // float32 subnormals: exponent of 2^-126
   VI sig = hn::Or(hn::And(abs, hn::Set(di, 0x7fffff)),
                   hn::IfThenElseZero(hn::Gt(biased, hn::Zero(di)), hn::Set(di, 0x800000)));
+  if constexpr (!kInt) {
+    if (c.f32_sub_fix) {
+      // emin < -126 (codec step 1): float32 subnormals as 2^-127 * (2 * fraction).
+      const auto f32_sub = hn::Eq(biased, hn::Zero(di));
+      sig = hn::IfThenElse(f32_sub, hn::ShiftLeft<1>(sig), sig);
+      exp_b = hn::IfThenZeroElse(f32_sub, exp_b);
+    }
+  }
 
   // 2. Shift and round (see the header comment for why 25 bounds every shift).
   VI shift;
@@ -139,7 +147,21 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   }
   VI sc = hn::Min(shift, hn::Set(di, 25));
   if constexpr (kInt) sc = hn::Max(sc, hn::Zero(di));  // integers may need no shift at all
-  const VI q = RoundShifted<M, kInt>(sig, shift, sc, negm, rnd, c.sr_n, c.sr_mask_n);
+  // P3109 with P = 1 under rne (codec step 2): target-normal lanes whose exponent field is
+  // even get 2^23 added to the significand (their shift is 23), so ties go to the even code.
+  auto parity_fix = hn::MaskFromVec(hn::Zero(di));
+  if constexpr (!kInt && M == Rounding::rne) {
+    if (c.code_parity) {
+      const VI field = hn::Add(exp_b, hn::Set(di, c.ebase_off + 1));
+      parity_fix = hn::AndNot(hn::Gt(hn::Set(di, c.sub_ref), exp_b),
+                              hn::Eq(hn::And(field, hn::Set(di, 1)), hn::Zero(di)));
+      sig = hn::Add(sig, hn::IfThenElseZero(parity_fix, hn::Set(di, 1 << 23)));
+    }
+  }
+  VI q = RoundShifted<M, kInt>(sig, shift, sc, negm, rnd, c.sr_n, c.sr_mask_n);
+  if constexpr (!kInt && M == Rounding::rne) {
+    if (c.code_parity) q = hn::Sub(q, hn::IfThenElseZero(parity_fix, hn::Set(di, 1)));
+  }
 
   if constexpr (kInt) {
     // Clamp to [-neg_max, pos_max]; NaN -> 0.
@@ -172,8 +194,10 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
     VI code = hn::Or(mag, hn::And(negm, hn::Set(di, c.sign_mask)));
     if (c.fnuz) code = hn::IfThenZeroElse(hn::Eq(mag, hn::Zero(di)), code);
     if (c.is_unsigned) {
-      code = hn::IfThenElse(hn::Or(neg, hn::Eq(abs, hn::Zero(di))), hn::Set(di, c.unrep_code),
-                            code);
+      const auto is_zero = hn::Eq(abs, hn::Zero(di));
+      // e8m0: zero and negatives; unsigned P3109 (zero_ok): nonzero negatives.
+      const auto unrep = c.zero_ok ? hn::AndNot(is_zero, neg) : hn::Or(neg, is_zero);
+      code = hn::IfThenElse(unrep, hn::Set(di, c.unrep_code), code);
     }
     return hn::IfThenElse(
         is_nan, hn::IfThenElse(neg, hn::Set(di, c.nan_neg), hn::Set(di, c.nan_pos)), code);
@@ -272,6 +296,8 @@ HWY_INLINE VI FastEncodeVec(VI bits, VI rnd, const FastConsts& c) {
   }
   VI code = hn::OrAnd(mag, hn::BitCast(di, hn::ShiftRightSame(hn::BitCast(DU(), bits), c.sign_shift)),
                       hn::Set(di, c.sign_mask));
+  // Signed P3109: no -0 (its overflow NaN, 0x80, already ignores the sign it is or-ed with).
+  if (c.no_negzero) code = hn::IfThenZeroElse(hn::Eq(mag, hn::Zero(di)), code);
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg),
@@ -310,6 +336,12 @@ HWY_INLINE VI FastFakeVec(VI bits, VI rnd, const FastConsts& c) {
     mag = hn::IfThenElse(over, ovf, mag);
   }
   VI value = hn::OrAnd(mag, bits, hn::Set(di, static_cast<int32_t>(kF32SignMask)));
+  if (c.no_negzero) {
+    // Signed P3109: a zero result is +0 and the overflow NaN is unsigned (decode of 0x80).
+    const auto keep_sign =
+        hn::AndNot(hn::Gt(mag, hn::Set(di, 0x7f800000)), hn::Gt(mag, hn::Zero(di)));
+    value = hn::IfThenElse(keep_sign, value, mag);
+  }
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg_bits),

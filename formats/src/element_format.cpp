@@ -86,11 +86,38 @@ bool parse_generic(std::string_view name, ElementFormat& out, std::string& why) 
   return true;
 }
 
+// p3109_k<K>p<P><s|u><e|f> (gfloat's names, docs/formats.md#p3109); returns false if the
+// name is not of this form, true with `why` set if it is but the parameters are invalid.
+bool parse_p3109(std::string_view name, ElementFormat& out, std::string& why) {
+  std::string_view s = name;
+  if (!s.starts_with("p3109_k")) return false;
+  s.remove_prefix(7);
+  int k = 0, p = 0;
+  if (!parse_int(s, k) || !s.starts_with("p")) return false;
+  s.remove_prefix(1);
+  if (!parse_int(s, p) || s.size() != 2) return false;
+  if ((s[0] != 's' && s[0] != 'u') || (s[1] != 'e' && s[1] != 'f')) return false;
+  const bool is_signed = s[0] == 's', extended = s[1] == 'e';
+  if (k < 2 || k > 16 || p < 1 || p >= k) {
+    why = fmt::format("'{}': P3109 needs 2 <= K <= 16 bits and precision 1 <= P < K", name);
+    return true;
+  }
+  const ElementFormat f = make_p3109_format(k, p, is_signed, extended);
+  // Every value must be a float32 (K = 16 with few precision bits has too wide a range).
+  if (f.emax() > 127 || f.emin() - f.mantissa_bits < -149) {
+    why = fmt::format("'{}': values outside float32's range (exponent bias {})", name, f.bias);
+    return true;
+  }
+  out = f;
+  return true;
+}
+
 std::string known_names() {
   std::string s;
   for (const ElementFormat* f : kNamed) s += fmt::format("{}{}", s.empty() ? "" : ", ", f->name);
   for (const FormatAlias& a : kAliases) s += fmt::format(", {}", a.alias);
-  return s + ", or eXmY[bBIAS][fn|fnuz|ieee] (e.g. e2m0, e1m2, e3m2b2fn)";
+  return s + ", or eXmY[bBIAS][fn|fnuz|ieee] (e.g. e2m0, e1m2, e3m2b2fn), or "
+             "p3109_kKpP[s|u][e|f] (e.g. p3109_k8p4se)";
 }
 
 }  // namespace
@@ -105,7 +132,7 @@ ElementFormat format_by_name(std::string_view name) {
     if (a.alias == name) return format_by_name(a.canonical);
   ElementFormat f;
   std::string why;
-  if (parse_generic(name, f, why)) {
+  if (parse_p3109(name, f, why) || parse_generic(name, f, why)) {
     if (!why.empty()) throw std::invalid_argument("invalid format " + why);
     return f;
   }
@@ -136,6 +163,12 @@ std::string describe_specials(const ElementFormat& f) {
       return f.is_signed ? "no Inf; NaN = S.1..1" : "unsigned, no zero; NaN = all ones";
     case Specials::fnuz: return "no Inf, no -0; NaN = the -0 code";
     case Specials::none: return "none: every code is finite";
+    case Specials::p3109e:
+      return f.is_signed ? "P3109 extended: one NaN = the -0 code, +-Inf = largest magnitude, no -0"
+                         : "P3109 unsigned extended: NaN = all ones, +Inf = all ones - 1";
+    case Specials::p3109f:
+      return f.is_signed ? "P3109 finite: one NaN = the -0 code, no Inf, no -0"
+                         : "P3109 unsigned finite: NaN = all ones, no Inf";
   }
   return "";
 }
