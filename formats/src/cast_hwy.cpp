@@ -257,7 +257,15 @@ void EncodeDispatch(const float* in, Out* out, size_t n, uint64_t first_index,
       if (fast) return EncodeLoop<Rounding::sr, false, true>(in, out, n, first_index, f, opt, stream);
       return i ? EncodeLoop<Rounding::sr, true, false>(in, out, n, first_index, f, opt, stream)
                : EncodeLoop<Rounding::sr, false, false>(in, out, n, first_index, f, opt, stream);
+    case Rounding::rto:
+      return i ? EncodeLoop<Rounding::rto, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rto, false, false>(in, out, n, first_index, f, opt, stream);
+    case Rounding::sr_fast:
+    case Rounding::sr_rne:
+    case Rounding::sr_odd:
+      break;  // declined by vectorizable(): the scalar codec runs them
   }
+  HWY_ABORT("lpx: rounding mode %d has no vector loop", static_cast<int>(opt.round));
 }
 
 void EncodeU8(const float* in, uint8_t* out, size_t n, uint64_t first_index,
@@ -320,7 +328,7 @@ template <class Out>
 void scalar_encode(const float* in, Out* out, size_t n, uint64_t first_index,
                    const ElementFormat& f, const CastOptions& opt) {
   for (size_t k = 0; k < n; ++k) {
-    const uint32_t r = opt.round == Rounding::sr
+    const uint32_t r = is_stochastic(opt.round)
                            ? random_bits(opt.seed, opt.stream, first_index + k)
                            : 0u;
     const uint32_t code = encode(in[k], f, opt.round, opt.overflow, r, opt.sr_bits);

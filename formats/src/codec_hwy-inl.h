@@ -91,7 +91,12 @@ HWY_INLINE VI RoundShifted(VI sig, VI shift, VI sc, VI negm, VI rnd, int32_t sr_
     return hn::Shr(hn::Add(sig, hn::AndNot(negm, mask)), sc);  // ceil for positives
   } else if constexpr (M == Rounding::rdn) {
     return hn::Shr(hn::Add(sig, hn::And(negm, mask)), sc);  // ceil of the magnitude for negatives
+  } else if constexpr (M == Rounding::rto) {
+    // Truncate, then set the lowest bit of an inexact result (rem != 0).
+    const VI sticky = hn::IfThenElseZero(hn::Ne(hn::And(sig, mask), hn::Zero(di)), hn::Set(di, 1));
+    return hn::Or(hn::Shr(sig, sc), sticky);
   } else {
+    static_assert(M == Rounding::sr, "the other stochastic variants run the scalar codec");
     const VI rem = hn::And(sig, mask);
     const VI d = hn::Sub(shift, hn::Set(di, sr_n));
     const VI thirty_one = hn::Set(di, 31);
@@ -147,10 +152,12 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   }
   VI sc = hn::Min(shift, hn::Set(di, 25));
   if constexpr (kInt) sc = hn::Max(sc, hn::Zero(di));  // integers may need no shift at all
-  // P3109 with P = 1 under rne (codec step 2): target-normal lanes whose exponent field is
-  // even get 2^23 added to the significand (their shift is 23), so ties go to the even code.
+  // P3109 with P = 1 under rne and rto (codec step 2): target-normal lanes whose exponent
+  // field is even get 2^23 added to the significand (their shift is 23), so the parity the
+  // mode looks at is the code's.
+  constexpr bool kParity = !kInt && (M == Rounding::rne || M == Rounding::rto);
   auto parity_fix = hn::MaskFromVec(hn::Zero(di));
-  if constexpr (!kInt && M == Rounding::rne) {
+  if constexpr (kParity) {
     if (c.code_parity) {
       const VI field = hn::Add(exp_b, hn::Set(di, c.ebase_off + 1));
       parity_fix = hn::AndNot(hn::Gt(hn::Set(di, c.sub_ref), exp_b),
@@ -159,7 +166,7 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
     }
   }
   VI q = RoundShifted<M, kInt>(sig, shift, sc, negm, rnd, c.sr_n, c.sr_mask_n);
-  if constexpr (!kInt && M == Rounding::rne) {
+  if constexpr (kParity) {
     if (c.code_parity) q = hn::Sub(q, hn::IfThenElseZero(parity_fix, hn::Set(di, 1)));
   }
 

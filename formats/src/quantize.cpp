@@ -137,7 +137,7 @@ void reference_cast(const BlockJob& job, const Box& b, const BlockScale& s, Quan
       const int64_t k = row + c * b.col_stride;
       const float xi = job.x[k];
       uint32_t rnd = 0;
-      if (o.round == Rounding::sr)
+      if (is_stochastic(o.round))
         rnd = job.rnd != nullptr
                   ? job.rnd[k]
                   : random_bits(o.seed, o.stream, o.index_offset + static_cast<uint64_t>(k));

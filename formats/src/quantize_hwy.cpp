@@ -755,7 +755,13 @@ HWY_INLINE void WithRounding(const qd::Context& ctx, Fn&& fn) {
     case Rounding::rup: return fn.template operator()<Rounding::rup>();
     case Rounding::rdn: return fn.template operator()<Rounding::rdn>();
     case Rounding::sr: return fn.template operator()<Rounding::sr>();
+    case Rounding::rto: return fn.template operator()<Rounding::rto>();
+    case Rounding::sr_fast:
+    case Rounding::sr_rne:
+    case Rounding::sr_odd:
+      break;  // declined by vectorizable(): select_strategy picks the scalar reference
   }
+  HWY_ABORT("lpx: rounding mode %d has no vector loop", static_cast<int>(ctx.opt.round));
 }
 
 void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {

@@ -57,8 +57,8 @@ void run_cast(const CastArgs& a, const CLI::App& cmd) {
   opt.sr_bits = a.sr_bits;
   opt.threads = a.threads;
   const bool sr_options = cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream");
-  if (sr_options && opt.round != Rounding::sr)
-    throw UsageError("--seed, --stream and --sr-bits need --round sr");
+  if (sr_options && !is_stochastic(opt.round))
+    throw UsageError("--seed, --stream and --sr-bits need --round sr (or sr-fast, sr-rne, sr-odd)");
   if (a.emit != "codes" && a.emit != "values")
     throw UsageError("--emit must be codes or values, not '" + a.emit + "'");
 
@@ -134,7 +134,7 @@ const bool registered = register_command(20, [](CLI::App& app) {
   auto a = std::make_shared<CastArgs>();
   auto* cast = app.add_subcommand("cast", "Cast float32 elements to a format (codes or values)");
   cast->add_option("--to", a->to, "Target format (lpx formats lists them)")->required();
-  cast->add_option("--round", a->round, "rne (default), rna, rtz, rup, rdn or sr");
+  cast->add_option("--round", a->round, "rne (default), rna, rtz, rup, rdn, rto (to odd), or stochastic: sr, sr-fast, sr-rne, sr-odd (docs/formats.md)");
   cast->add_option("--overflow", a->overflow,
                    "ieee (default: Inf/NaN as ml_dtypes) or sat (clamp to +-max as CUDA satfinite)");
   add_seed_option(cast, a->seed, "Seed of the stochastic-rounding Philox stream (0..2^64-1)");

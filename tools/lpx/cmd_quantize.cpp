@@ -284,8 +284,8 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   opt.headroom_3_4 = a.headroom;
   opt.flush_subnormal_inputs = a.flush;
   if ((cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream")) &&
-      opt.round != Rounding::sr)
-    throw UsageError("--seed, --stream and --sr-bits need --round sr");
+      !is_stochastic(opt.round))
+    throw UsageError("--seed, --stream and --sr-bits need --round sr (or sr-fast, sr-rne, sr-odd)");
   if (a.emit != "values" && a.emit != "packed")
     throw UsageError("--emit must be values or packed, not '" + a.emit + "'");
   if (a.emit == "packed" && !ends_with(a.out, ".safetensors") && !ends_with(a.out, ".npy"))
@@ -472,7 +472,7 @@ const bool registered_quantize = register_command(40, [](CLI::App& app) {
   add_int_option(cmd, "--axis", args->axis, INT_MIN, INT_MAX,
                  "axis the 1xN blocks run along (default -1, the last; -rank..rank-1)");
   cmd->add_option("--scale-rule", args->scale_rule, "floor|rceil|ceil|even (e8m0 and pow2 scales)");
-  cmd->add_option("--round", args->round, "element rounding: rne (default), rna, rtz, rup, rdn, sr");
+  cmd->add_option("--round", args->round, "element rounding: rne (default), rna, rtz, rup, rdn, rto, sr, sr-fast, sr-rne, sr-odd");
   add_seed_option(cmd, args->seed, "stochastic rounding seed (with --round sr; 0..2^64-1)");
   add_int_option(cmd, "--stream", args->stream, 0, UINT32_MAX,
                  "stochastic rounding stream (with --round sr; 0..2^32-1)");

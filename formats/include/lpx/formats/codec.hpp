@@ -22,7 +22,8 @@
 //             C cast's truncate-and-wrap); NaN -> 0.
 //   P3109     (p3109e/p3109f, docs/formats.md#p3109) as gfloat: one NaN, no -0 (a zero
 //             result is code 0); ieee overflow and +-Inf give +-Inf (e) or NaN (f); sat
-//             gives +-max. P = 1 (no mantissa bits): rne ties go to the even *code*.
+//             gives +-max. P = 1 (no mantissa bits): rne ties go to the even *code*,
+//             and rto's odd is the code's too.
 //             Unsigned: -0 -> 0, other negatives -> NaN (ieee) or 0 (sat), as e8m0 does.
 #pragma once
 
@@ -102,8 +103,9 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
   const int emin = f.emin();
   const int shift = min_int(23 - m + max_int(0, emin - u.exp), 63);
   //    P3109 with P = 1: a normal significand is just the implicit 1, so ties-to-even
-  //    means an even code, i.e. an even exponent field (gfloat). Adding 2^shift when the
-  //    field is even makes the significand's parity the code's; it is taken off after.
+  //    means an even code, i.e. an even exponent field (gfloat), and to-odd an odd one.
+  //    Adding 2^shift when the field is even makes the significand's parity the code's;
+  //    it is taken off after (no other mode looks at the parity).
   const uint64_t parity_fix =
       (f.is_p3109() && m == 0 && u.exp >= emin && ((u.exp + f.bias) & 1) == 0)
           ? uint64_t{1} << shift : 0u;
