@@ -328,9 +328,10 @@ template <class Out>
 void scalar_encode(const float* in, Out* out, size_t n, uint64_t first_index,
                    const ElementFormat& f, const CastOptions& opt) {
   for (size_t k = 0; k < n; ++k) {
-    const uint32_t r = is_stochastic(opt.round)
-                           ? random_bits(opt.seed, opt.stream, first_index + k)
-                           : 0u;
+    const uint32_t r = !is_stochastic(opt.round) ? 0u
+                       : opt.random_words != nullptr
+                           ? opt.random_words[first_index + k]
+                           : random_bits(opt.seed, opt.stream, first_index + k);
     const uint32_t code = encode(in[k], f, opt.round, opt.overflow, r, opt.sr_bits);
     if constexpr (std::is_same_v<Out, float>) {
       out[k] = decode(code, f);

@@ -7,12 +7,15 @@
 //   sr-rne   up iff rne(delta 2^N) + r >= 2^N
 //   sr-odd   up iff (delta 2^N rounded to nearest, ties to odd) + r >= 2^N
 // for N = 1..13 on several formats; and the bias of each rule at N = 3 against the
-// documented formula, from 2.6 million Philox draws (fixed seeds: deterministic).
+// documented formula, from 2.6 million Philox draws (fixed seeds: deterministic); and
+// caller-given random words (CastOptions::random_words) in place of Philox.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -190,5 +193,48 @@ TEST_CASE("SR variants: the empirical bias at N = 3 matches each rule's formula"
     const double se = std::sqrt(0.25 / static_cast<double>(in.size()));
     INFO("mean bias " << mean << " formula " << expected_bias[v] << " se " << se);
     CHECK(std::fabs(mean - expected_bias[v]) <= 4.5 * se);
+  }
+}
+
+TEST_CASE("caller-given random words replace Philox, piece by piece", "[sr]") {
+  // docs/formats.md#caller-given-random-bits: word i belongs to flat index i.
+  const ElementFormat f = lpx::format_by_name("p3109_k8p3se");
+  std::vector<float> x(10007);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::ldexp(static_cast<float>(lpx::random_bits(8, 8, i) % 100001) - 50000.f, -12);
+  std::vector<uint32_t> words(x.size());
+  for (size_t i = 0; i < words.size(); ++i) words[i] = lpx::random_bits(1, 2, i) * 2654435761u;
+  for (const Rounding m : kVariants) {
+    INFO(lpx::rounding_name(m));
+    lpx::CastOptions opt;
+    opt.round = m;
+    opt.sr_bits = 6;
+    opt.random_words = words.data();
+    opt.random_words_count = words.size();
+    // Two pieces with index_offset give the whole call's codes: the words' own.
+    std::vector<uint8_t> codes(x.size());
+    const size_t cut = 4099;
+    lpx::CastOptions first = opt, second = opt;
+    second.index_offset = cut;
+    lpx::encode_array(std::span<const float>(x).first(cut), std::span<uint8_t>(codes).first(cut), f, first);
+    lpx::encode_array(std::span<const float>(x).subspan(cut), std::span<uint8_t>(codes).subspan(cut), f,
+                      second);
+    size_t bad = 0;
+    for (size_t i = 0; i < x.size(); ++i)
+      bad += codes[i] != lpx::encode(x[i], f, m, Overflow::ieee, words[i], 6) ? 1 : 0;
+    CHECK(bad == 0);
+    // Philox's words handed back reproduce the internal stream exactly.
+    std::vector<uint32_t> philox(x.size());
+    for (size_t i = 0; i < x.size(); ++i) philox[i] = lpx::random_bits(77, 5, i);
+    lpx::CastOptions given = opt, internal = opt;
+    given.random_words = philox.data();
+    internal.random_words = nullptr;
+    internal.random_words_count = 0;
+    internal.seed = 77;
+    internal.stream = 5;
+    std::vector<float> a(x.size()), b(x.size());
+    lpx::fake_cast_array(x, a, f, given);
+    lpx::fake_cast_array(x, b, f, internal);
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
   }
 }
