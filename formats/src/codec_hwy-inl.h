@@ -305,6 +305,12 @@ HWY_INLINE VI FastEncodeVec(VI bits, VI rnd, const FastConsts& c) {
                       hn::Set(di, c.sign_mask));
   // Signed P3109: no -0 (its overflow NaN, 0x80, already ignores the sign it is or-ed with).
   if (c.no_negzero) code = hn::IfThenZeroElse(hn::Eq(mag, hn::Zero(di)), code);
+  if (c.is_unsigned) {
+    // Unsigned P3109 (codec step 5): a nonzero negative input has no code (the sign mask
+    // is 0, so the rest is the magnitude's code).
+    const auto unrep = hn::And(hn::Lt(bits, hn::Zero(di)), hn::Gt(abs, hn::Zero(di)));
+    code = hn::IfThenElse(unrep, hn::Set(di, c.unrep_code), code);
+  }
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg),
@@ -348,6 +354,10 @@ HWY_INLINE VI FastFakeVec(VI bits, VI rnd, const FastConsts& c) {
     const auto keep_sign =
         hn::AndNot(hn::Gt(mag, hn::Set(di, 0x7f800000)), hn::Gt(mag, hn::Zero(di)));
     value = hn::IfThenElse(keep_sign, value, mag);
+  }
+  if (c.is_unsigned) {
+    const auto unrep = hn::And(hn::Lt(bits, hn::Zero(di)), hn::Gt(abs, hn::Zero(di)));
+    value = hn::IfThenElse(unrep, hn::Set(di, c.unrep_bits), value);
   }
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {

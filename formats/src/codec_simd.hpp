@@ -145,7 +145,9 @@ struct FastConsts {
   int32_t sr_n = 32;
   uint32_t sr_mask_n = 0;     // 2^sr_bits - 1
   bool sat = false;
-  bool no_negzero = false;    // signed P3109: no -0, and its one NaN (0x80) decodes unsigned
+  bool no_negzero = false;    // P3109: no -0, and its one NaN decodes unsigned
+  bool is_unsigned = false;   // unsigned P3109: nonzero negative inputs give unrep_code
+  int32_t unrep_code = 0, unrep_bits = 0;  // ... and its decoded value's bits
 };
 
 // True when FastEncodeVec / FastFakeVec give exactly encode() / decode(encode()).
@@ -157,7 +159,8 @@ inline bool fast_path_ok(const ElementFormat& f, const CastOptions& opt) {
   // Normal values of the target must be float32 normals (emin >= -126, finite max below
   // 2^128) and at least one float32 mantissa bit must be dropped (sh <= 22). M >= 1: with
   // no mantissa bits rne's tie-breaking bit is the implicit one, not a stored bit.
-  return mode_ok && specials_ok && !f.is_integer && f.is_signed && f.has_zero &&
+  // Unsigned formats only for P3109 (a zero, and only nonzero negatives unrepresentable).
+  return mode_ok && specials_ok && !f.is_integer && (f.is_signed || f.is_p3109()) && f.has_zero &&
          f.bits <= 16 && f.mantissa_bits >= 1 && f.mantissa_bits <= 22 && f.emin() >= -126 && f.emax() <= 127;
 }
 
@@ -200,6 +203,9 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
   c.sr_mask_n = opt.sr_bits >= 32 ? 0xffffffffu : (1u << opt.sr_bits) - 1u;
   c.sat = opt.overflow == Overflow::sat;
   c.no_negzero = f.is_p3109();
+  c.is_unsigned = !f.is_signed;
+  c.unrep_code = static_cast<int32_t>(encode(-1.0f, f, opt.round, opt.overflow, 0u, opt.sr_bits));
+  c.unrep_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.unrep_code), f)));
   return c;
 }
 
