@@ -88,6 +88,10 @@ extern const CLI::Validator kFiniteNonNegative;
 }  // namespace lpx::cli
 
 namespace lpx::cli {
+// `--format-file F.json` (format_file.cpp): reads a format descriptor and registers its
+// format (docs/formats.md#format-descriptor-files); std::invalid_argument, one line.
+void load_format_file(const std::string& path);
+
 // Whole file (or stdin for "-") as bytes; for small inputs such as code files.
 std::vector<std::byte> read_raw_bytes(const std::string& path);
 

@@ -34,6 +34,11 @@ int main(int argc, char** argv) {
       "sub-4-bit) and stochastic rounding. `lpx COMMAND --help` shows each command's use."};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("lpx {}", lpx::kVersion));
+  // User-defined formats, registered before the command runs (option callbacks precede
+  // the subcommand's): `lpx --format-file my.json cast --to my_format ...`.
+  app.add_option("--format-file", "Format descriptor JSON (docs/formats.md); repeatable")
+      ->each([](const std::string& path) { load_format_file(path); })
+      ->type_name("FILE");
   auto& commands = registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
