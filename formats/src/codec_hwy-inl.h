@@ -96,12 +96,35 @@ HWY_INLINE VI RoundShifted(VI sig, VI shift, VI sc, VI negm, VI rnd, int32_t sr_
     const VI sticky = hn::IfThenElseZero(hn::Ne(hn::And(sig, mask), hn::Zero(di)), hn::Set(di, 1));
     return hn::Or(hn::Shr(sig, sc), sticky);
   } else {
-    static_assert(M == Rounding::sr, "the other stochastic variants run the scalar codec");
+    static_assert(is_stochastic(M), "every other mode has its branch above");
     const VI rem = hn::And(sig, mask);
     const VI d = hn::Sub(shift, hn::Set(di, sr_n));
     const VI thirty_one = hn::Set(di, 31);
-    const VI f = hn::Shl(hn::Shr(rem, hn::Min(hn::Max(d, hn::Zero(di)), thirty_one)),
-                         hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one));
+    const VI dpos = hn::Min(hn::Max(d, hn::Zero(di)), thirty_one);
+    const VI dneg = hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one);
+    VI f;
+    if constexpr (M == Rounding::sr) {
+      f = hn::Shl(hn::Shr(rem, dpos), dneg);
+    } else {
+      // sr-fast, sr-rne, sr-odd (numerics/rounding.hpp): delta * 2^N = rem / 2^d rounded
+      // to an integer (ties up, to even, to odd) before the same comparison as sr;
+      // sr-fast's floor(delta 2^(N+1)) + 2r + 1 >= 2^(N+1) is exactly floor(delta 2^N +
+      // 1/2) + r >= 2^N. d <= 0: delta * 2^N = rem << -d is exact. Sums stay below 2^31
+      // (rem < 2^25, half <= 2^30); a d clamped to 31 rounds to 0, as the true one does.
+      const VI one = hn::Set(di, 1);
+      const VI dmask = hn::Sub(hn::Shl(one, dpos), one);         // 2^dpos - 1
+      VI add;
+      if constexpr (M == Rounding::sr_fast) {
+        add = hn::Sub(dmask, hn::ShiftRight<1>(dmask));          // 2^(dpos-1)
+      } else {
+        const VI lsb = hn::And(hn::Shr(rem, dpos), one);
+        // ties to even: half - 1 + lsb; ties to odd: half - 1 + (1 - lsb).
+        add = hn::Add(hn::ShiftRight<1>(dmask),
+                      M == Rounding::sr_rne ? lsb : hn::Xor(lsb, one));
+      }
+      f = hn::IfThenElse(hn::Gt(d, hn::Zero(di)), hn::Shr(hn::Add(rem, add), dpos),
+                         hn::Shl(rem, dneg));
+    }
     const auto r = hn::ShiftRightSame(hn::BitCast(du, rnd), 32 - sr_n);
     const auto up = hn::Gt(hn::BitCast(du, f), hn::Xor(r, hn::Set(du, sr_mask_n)));
     return hn::Sub(hn::Shr(sig, sc), hn::VecFromMask(di, hn::RebindMask(di, up)));

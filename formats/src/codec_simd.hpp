@@ -210,13 +210,11 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
 }
 
 // Which inputs the vector loops accept; the rest run the scalar codec.
-// The stochastic variants sr-fast, sr-rne and sr-odd have no vector loop (their
-// comparisons need up to 33-bit sums), and neither have caller-given random words: they
-// run the scalar codec, still threaded.
+// Caller-given random words have no vector loop: they run the scalar codec, still
+// threaded.
 inline bool vectorizable(const ElementFormat& f, const CastOptions& opt) {
-  const bool sr_ok = opt.round != Rounding::sr || (opt.sr_bits >= 1 && opt.sr_bits <= 32);
-  const bool mode_ok = !is_stochastic(opt.round) ||
-                       (opt.round == Rounding::sr && opt.random_words == nullptr);
+  const bool sr_ok = !is_stochastic(opt.round) || (opt.sr_bits >= 1 && opt.sr_bits <= 32);
+  const bool mode_ok = !is_stochastic(opt.round) || opt.random_words == nullptr;
   return sr_ok && mode_ok && f.bias >= -1024 && f.bias <= 1024 && f.bits <= 16;
 }
 
