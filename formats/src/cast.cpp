@@ -46,6 +46,17 @@ void check_sizes(size_t a, size_t b) {
   if (a != b) throw std::invalid_argument("cast: input and output sizes differ");
 }
 
+void check_random_words(size_t n, const CastOptions& opt) {
+  if (opt.random_words == nullptr) return;
+  if (!is_stochastic(opt.round))
+    throw std::invalid_argument("cast: random words need a stochastic rounding mode "
+                                "(sr, sr-fast, sr-rne, sr-odd)");
+  if (opt.random_words_count < opt.index_offset + n)
+    throw std::invalid_argument("cast: " + std::to_string(opt.random_words_count) +
+                                " random words for elements up to index " +
+                                std::to_string(opt.index_offset + n));
+}
+
 void check_code_width(size_t code_bytes, const ElementFormat& f) {
   if (static_cast<int>(code_bytes * 8) < f.bits)
     throw std::invalid_argument("cast: code array too narrow for this format");
@@ -57,6 +68,7 @@ void encode_array(std::span<const float> in, std::span<uint8_t> out, const Eleme
                   const CastOptions& opt) {
   check_code_width(sizeof(uint8_t), f);
   check_sizes(in.size(), out.size());
+  check_random_words(in.size(), opt);
   const bool stream = in.size() * (sizeof(float) + sizeof(out[0])) >= kStreamBytes;
   for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
     simd::encode_u8(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt, stream);
@@ -66,6 +78,7 @@ void encode_array(std::span<const float> in, std::span<uint16_t> out, const Elem
                   const CastOptions& opt) {
   check_code_width(sizeof(uint16_t), f);
   check_sizes(in.size(), out.size());
+  check_random_words(in.size(), opt);
   const bool stream = in.size() * (sizeof(float) + sizeof(out[0])) >= kStreamBytes;
   for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
     simd::encode_u16(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt, stream);
@@ -88,6 +101,7 @@ void decode_array(std::span<const uint16_t> in, std::span<float> out, const Elem
 void fake_cast_array(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                      const CastOptions& opt) {
   check_sizes(in.size(), out.size());
+  check_random_words(in.size(), opt);
   const bool stream = in.size() * (sizeof(float) + sizeof(out[0])) >= kStreamBytes;
   for_each_chunk(in.size(), opt.index_offset, opt.threads, [&](size_t b, size_t k) {
     simd::fake_cast(in.data() + b, out.data() + b, k, opt.index_offset + b, f, opt, stream);

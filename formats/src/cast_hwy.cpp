@@ -145,7 +145,7 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
   const size_t N = hn::Lanes(di);
   auto scalar_one = [&](size_t k) {
     const uint32_t r =
-        M == Rounding::sr ? random_bits(opt.seed, opt.stream, first_index + k) : 0u;
+        is_stochastic(M) ? random_bits(opt.seed, opt.stream, first_index + k) : 0u;
     out[k] = ScalarOut<Out>(encode(in[k], f, M, opt.overflow, r, opt.sr_bits), f);
   };
   size_t i = 0;
@@ -164,12 +164,12 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
   // packed four at a time); sr also needs a flat index that is a multiple of 4. Start the
   // vector loop at the first element where both hold (none within reach: plain stores).
   bool stream = false;
-  size_t head = M == Rounding::sr ? static_cast<size_t>((4 - first_index % 4) % 4) : 0;
+  size_t head = is_stochastic(M) ? static_cast<size_t>((4 - first_index % 4) % 4) : 0;
   if (want_stream) {
     const size_t vec_bytes = (kPack4<Out> ? 4 * N : N) * sizeof(Out);
     for (size_t h = head; h < head + 4 * vec_bytes && h < n; ++h) {
       if (reinterpret_cast<uintptr_t>(out + h) % vec_bytes == 0 &&
-          (M != Rounding::sr || (first_index + h) % 4 == 0)) {
+          (!is_stochastic(M) || (first_index + h) % 4 == 0)) {
         head = h;
         stream = true;
         break;
@@ -177,7 +177,7 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
     }
   }
   for (; i < head && i < n; ++i) scalar_one(i);
-  if constexpr (M == Rounding::sr) {
+  if constexpr (is_stochastic(M)) {
     // Vector loop from a flat index that is a multiple of 4 (a Philox block boundary).
     const PhiloxConsts pc = detail::make_philox_consts(opt.seed);
     PhiloxLanes ph = PhiloxBegin((first_index + i) / 4, opt.stream);
@@ -257,7 +257,20 @@ void EncodeDispatch(const float* in, Out* out, size_t n, uint64_t first_index,
       if (fast) return EncodeLoop<Rounding::sr, false, true>(in, out, n, first_index, f, opt, stream);
       return i ? EncodeLoop<Rounding::sr, true, false>(in, out, n, first_index, f, opt, stream)
                : EncodeLoop<Rounding::sr, false, false>(in, out, n, first_index, f, opt, stream);
+    case Rounding::rto:
+      return i ? EncodeLoop<Rounding::rto, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::rto, false, false>(in, out, n, first_index, f, opt, stream);
+    case Rounding::sr_fast:
+      return i ? EncodeLoop<Rounding::sr_fast, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::sr_fast, false, false>(in, out, n, first_index, f, opt, stream);
+    case Rounding::sr_rne:
+      return i ? EncodeLoop<Rounding::sr_rne, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::sr_rne, false, false>(in, out, n, first_index, f, opt, stream);
+    case Rounding::sr_odd:
+      return i ? EncodeLoop<Rounding::sr_odd, true, false>(in, out, n, first_index, f, opt, stream)
+               : EncodeLoop<Rounding::sr_odd, false, false>(in, out, n, first_index, f, opt, stream);
   }
+  HWY_ABORT("lpx: rounding mode %d has no vector loop", static_cast<int>(opt.round));
 }
 
 void EncodeU8(const float* in, uint8_t* out, size_t n, uint64_t first_index,
@@ -320,9 +333,10 @@ template <class Out>
 void scalar_encode(const float* in, Out* out, size_t n, uint64_t first_index,
                    const ElementFormat& f, const CastOptions& opt) {
   for (size_t k = 0; k < n; ++k) {
-    const uint32_t r = opt.round == Rounding::sr
-                           ? random_bits(opt.seed, opt.stream, first_index + k)
-                           : 0u;
+    const uint32_t r = !is_stochastic(opt.round) ? 0u
+                       : opt.random_words != nullptr
+                           ? opt.random_words[first_index + k]
+                           : random_bits(opt.seed, opt.stream, first_index + k);
     const uint32_t code = encode(in[k], f, opt.round, opt.overflow, r, opt.sr_bits);
     if constexpr (std::is_same_v<Out, float>) {
       out[k] = decode(code, f);

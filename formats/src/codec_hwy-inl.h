@@ -91,12 +91,40 @@ HWY_INLINE VI RoundShifted(VI sig, VI shift, VI sc, VI negm, VI rnd, int32_t sr_
     return hn::Shr(hn::Add(sig, hn::AndNot(negm, mask)), sc);  // ceil for positives
   } else if constexpr (M == Rounding::rdn) {
     return hn::Shr(hn::Add(sig, hn::And(negm, mask)), sc);  // ceil of the magnitude for negatives
+  } else if constexpr (M == Rounding::rto) {
+    // Truncate, then set the lowest bit of an inexact result (rem != 0).
+    const VI sticky = hn::IfThenElseZero(hn::Ne(hn::And(sig, mask), hn::Zero(di)), hn::Set(di, 1));
+    return hn::Or(hn::Shr(sig, sc), sticky);
   } else {
+    static_assert(is_stochastic(M), "every other mode has its branch above");
     const VI rem = hn::And(sig, mask);
     const VI d = hn::Sub(shift, hn::Set(di, sr_n));
     const VI thirty_one = hn::Set(di, 31);
-    const VI f = hn::Shl(hn::Shr(rem, hn::Min(hn::Max(d, hn::Zero(di)), thirty_one)),
-                         hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one));
+    const VI dpos = hn::Min(hn::Max(d, hn::Zero(di)), thirty_one);
+    const VI dneg = hn::Min(hn::Max(hn::Neg(d), hn::Zero(di)), thirty_one);
+    VI f;
+    if constexpr (M == Rounding::sr) {
+      f = hn::Shl(hn::Shr(rem, dpos), dneg);
+    } else {
+      // sr-fast, sr-rne, sr-odd (numerics/rounding.hpp): delta * 2^N = rem / 2^d rounded
+      // to an integer (ties up, to even, to odd) before the same comparison as sr;
+      // sr-fast's floor(delta 2^(N+1)) + 2r + 1 >= 2^(N+1) is exactly floor(delta 2^N +
+      // 1/2) + r >= 2^N. d <= 0: delta * 2^N = rem << -d is exact. Sums stay below 2^31
+      // (rem < 2^25, half <= 2^30); a d clamped to 31 rounds to 0, as the true one does.
+      const VI one = hn::Set(di, 1);
+      const VI dmask = hn::Sub(hn::Shl(one, dpos), one);         // 2^dpos - 1
+      VI add;
+      if constexpr (M == Rounding::sr_fast) {
+        add = hn::Sub(dmask, hn::ShiftRight<1>(dmask));          // 2^(dpos-1)
+      } else {
+        const VI lsb = hn::And(hn::Shr(rem, dpos), one);
+        // ties to even: half - 1 + lsb; ties to odd: half - 1 + (1 - lsb).
+        add = hn::Add(hn::ShiftRight<1>(dmask),
+                      M == Rounding::sr_rne ? lsb : hn::Xor(lsb, one));
+      }
+      f = hn::IfThenElse(hn::Gt(d, hn::Zero(di)), hn::Shr(hn::Add(rem, add), dpos),
+                         hn::Shl(rem, dneg));
+    }
     const auto r = hn::ShiftRightSame(hn::BitCast(du, rnd), 32 - sr_n);
     const auto up = hn::Gt(hn::BitCast(du, f), hn::Xor(r, hn::Set(du, sr_mask_n)));
     return hn::Sub(hn::Shr(sig, sc), hn::VecFromMask(di, hn::RebindMask(di, up)));
@@ -115,9 +143,17 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   const VI inf = hn::Set(di, 0x7f800000);
   const auto is_nan = hn::Gt(abs, inf);
   const VI biased = hn::ShiftRight<23>(abs);
-  const VI exp_b = hn::Max(biased, hn::Set(di, 1));  // float32 subnormals: exponent of 2^-126
+  VI exp_b = hn::Max(biased, hn::Set(di, 1));  // float32 subnormals: exponent of 2^-126
   VI sig = hn::Or(hn::And(abs, hn::Set(di, 0x7fffff)),
                   hn::IfThenElseZero(hn::Gt(biased, hn::Zero(di)), hn::Set(di, 0x800000)));
+  if constexpr (!kInt) {
+    if (c.f32_sub_fix) {
+      // emin < -126 (codec step 1): float32 subnormals as 2^-127 * (2 * fraction).
+      const auto f32_sub = hn::Eq(biased, hn::Zero(di));
+      sig = hn::IfThenElse(f32_sub, hn::ShiftLeft<1>(sig), sig);
+      exp_b = hn::IfThenZeroElse(f32_sub, exp_b);
+    }
+  }
 
   // 2. Shift and round (see the header comment for why 25 bounds every shift).
   VI shift;
@@ -139,7 +175,23 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
   }
   VI sc = hn::Min(shift, hn::Set(di, 25));
   if constexpr (kInt) sc = hn::Max(sc, hn::Zero(di));  // integers may need no shift at all
-  const VI q = RoundShifted<M, kInt>(sig, shift, sc, negm, rnd, c.sr_n, c.sr_mask_n);
+  // P3109 with P = 1 under rne and rto (codec step 2): target-normal lanes whose exponent
+  // field is even get 2^23 added to the significand (their shift is 23), so the parity the
+  // mode looks at is the code's.
+  constexpr bool kParity = !kInt && (M == Rounding::rne || M == Rounding::rto);
+  auto parity_fix = hn::MaskFromVec(hn::Zero(di));
+  if constexpr (kParity) {
+    if (c.code_parity) {
+      const VI field = hn::Add(exp_b, hn::Set(di, c.ebase_off + 1));
+      parity_fix = hn::AndNot(hn::Gt(hn::Set(di, c.sub_ref), exp_b),
+                              hn::Eq(hn::And(field, hn::Set(di, 1)), hn::Zero(di)));
+      sig = hn::Add(sig, hn::IfThenElseZero(parity_fix, hn::Set(di, 1 << 23)));
+    }
+  }
+  VI q = RoundShifted<M, kInt>(sig, shift, sc, negm, rnd, c.sr_n, c.sr_mask_n);
+  if constexpr (kParity) {
+    if (c.code_parity) q = hn::Sub(q, hn::IfThenElseZero(parity_fix, hn::Set(di, 1)));
+  }
 
   if constexpr (kInt) {
     // Clamp to [-neg_max, pos_max]; NaN -> 0.
@@ -172,8 +224,10 @@ HWY_INLINE VI EncodeVec(VI bits, VI rnd, const EncodeConsts& c) {
     VI code = hn::Or(mag, hn::And(negm, hn::Set(di, c.sign_mask)));
     if (c.fnuz) code = hn::IfThenZeroElse(hn::Eq(mag, hn::Zero(di)), code);
     if (c.is_unsigned) {
-      code = hn::IfThenElse(hn::Or(neg, hn::Eq(abs, hn::Zero(di))), hn::Set(di, c.unrep_code),
-                            code);
+      const auto is_zero = hn::Eq(abs, hn::Zero(di));
+      // e8m0: zero and negatives; unsigned P3109 (zero_ok): nonzero negatives.
+      const auto unrep = c.zero_ok ? hn::AndNot(is_zero, neg) : hn::Or(neg, is_zero);
+      code = hn::IfThenElse(unrep, hn::Set(di, c.unrep_code), code);
     }
     return hn::IfThenElse(
         is_nan, hn::IfThenElse(neg, hn::Set(di, c.nan_neg), hn::Set(di, c.nan_pos)), code);
@@ -272,6 +326,14 @@ HWY_INLINE VI FastEncodeVec(VI bits, VI rnd, const FastConsts& c) {
   }
   VI code = hn::OrAnd(mag, hn::BitCast(di, hn::ShiftRightSame(hn::BitCast(DU(), bits), c.sign_shift)),
                       hn::Set(di, c.sign_mask));
+  // Signed P3109: no -0 (its overflow NaN, 0x80, already ignores the sign it is or-ed with).
+  if (c.no_negzero) code = hn::IfThenZeroElse(hn::Eq(mag, hn::Zero(di)), code);
+  if (c.is_unsigned) {
+    // Unsigned P3109 (codec step 5): a nonzero negative input has no code (the sign mask
+    // is 0, so the rest is the magnitude's code).
+    const auto unrep = hn::And(hn::Lt(bits, hn::Zero(di)), hn::Gt(abs, hn::Zero(di)));
+    code = hn::IfThenElse(unrep, hn::Set(di, c.unrep_code), code);
+  }
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg),
@@ -310,6 +372,16 @@ HWY_INLINE VI FastFakeVec(VI bits, VI rnd, const FastConsts& c) {
     mag = hn::IfThenElse(over, ovf, mag);
   }
   VI value = hn::OrAnd(mag, bits, hn::Set(di, static_cast<int32_t>(kF32SignMask)));
+  if (c.no_negzero) {
+    // Signed P3109: a zero result is +0 and the overflow NaN is unsigned (decode of 0x80).
+    const auto keep_sign =
+        hn::AndNot(hn::Gt(mag, hn::Set(di, 0x7f800000)), hn::Gt(mag, hn::Zero(di)));
+    value = hn::IfThenElse(keep_sign, value, mag);
+  }
+  if (c.is_unsigned) {
+    const auto unrep = hn::And(hn::Lt(bits, hn::Zero(di)), hn::Gt(abs, hn::Zero(di)));
+    value = hn::IfThenElse(unrep, hn::Set(di, c.unrep_bits), value);
+  }
   const auto is_nan = hn::Gt(abs, hn::Set(di, 0x7f800000));
   if (!hn::AllFalse(di, is_nan)) {
     const VI nan = hn::IfThenElse(hn::Lt(bits, hn::Zero(di)), hn::Set(di, c.nan_neg_bits),

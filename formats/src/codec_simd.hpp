@@ -23,8 +23,11 @@ struct EncodeConsts {
   int32_t max_mag = 0, ovf_mag = 0, sign_mask = 0;
   int32_t pos_max = 0, neg_max = 0, code_mask = 0;          // integers
   int32_t unrep_code = 0, nan_pos = 0, nan_neg = 0;         // e8m0 zero/negatives, NaN inputs
-  bool fnuz = false, is_unsigned = false, sat = false;
+  bool fnuz = false, is_unsigned = false, sat = false;  // fnuz: no -0 (fnuz and P3109)
+  bool zero_ok = false;        // unsigned P3109: +-0 has a code (only negatives are unrepresentable)
   bool no_zero = false;        // e8m0: non-rne modes round below 2^-126 on {2^-127, 2^-126}
+  bool f32_sub_fix = false;    // emin < -126: float32 subnormals as 2^-127 * (2 * frac) (codec step 1)
+  bool code_parity = false;    // P3109 with P = 1: rne ties to the even code (codec step 2)
   int32_t sr_n = 32;           // random bits used
   uint32_t sr_mask_n = 0;      // 2^N - 1
 };
@@ -52,10 +55,13 @@ inline EncodeConsts make_encode_consts(const ElementFormat& f, const CastOptions
   const uint32_t signed_nan = f.nan_code | f.sign_mask;
   c.nan_pos = static_cast<int32_t>(!f.has_nan() ? f.sign_mask : f.nan_code);
   c.nan_neg = static_cast<int32_t>(!f.has_nan() ? 0u
-                                   : (f.specials == Specials::fnuz || !f.is_signed) ? f.nan_code
-                                                                                    : signed_nan);
-  c.fnuz = f.specials == Specials::fnuz;
+                                   : (f.single_nan() || !f.is_signed) ? f.nan_code
+                                                                      : signed_nan);
+  c.fnuz = f.single_nan();
   c.is_unsigned = !f.is_signed;
+  c.zero_ok = f.is_p3109();
+  c.f32_sub_fix = f.emin() < -126 && f.has_zero;
+  c.code_parity = f.is_p3109() && f.mantissa_bits == 0;
   c.no_zero = !f.has_zero;
   c.sat = opt.overflow == Overflow::sat;
   c.sr_n = opt.sr_bits;
@@ -72,7 +78,7 @@ struct DecodeConsts {
   int32_t fnuz_nan = -1;  // fnuz: code == nan_code is NaN
   int32_t inf_eq = -1;    // mag == inf_eq is Inf
   int32_t sub_ef = 0;     // exponent field of subnormals (-1: none, e8m0)
-  int32_t nan_sign_f32 = 0;  // keeps the sign of NaN codes (0 in fnuz: its NaN is unsigned)
+  int32_t nan_sign_f32 = 0;  // keeps the sign of NaN codes (0 in fnuz, P3109: one unsigned NaN)
   float int_scale = 1.0f;
 };
 
@@ -86,7 +92,7 @@ inline DecodeConsts make_decode_consts(const ElementFormat& f) {
   c.mmask = (1 << f.mantissa_bits) - 1;
   c.implicit = 1 << f.mantissa_bits;
   c.bias_m = f.bias + f.mantissa_bits;
-  const bool fnuz = f.specials == Specials::fnuz;
+  const bool fnuz = f.single_nan();
   c.nan_thr = f.has_nan() && !fnuz ? static_cast<int32_t>(f.max_magnitude) : INT32_MAX;
   c.nan_ne = f.has_inf() ? static_cast<int32_t>(f.inf_magnitude) : -1;
   c.fnuz_nan = fnuz ? static_cast<int32_t>(f.nan_code) : -1;
@@ -98,7 +104,8 @@ inline DecodeConsts make_decode_consts(const ElementFormat& f) {
 
 // The short path of the vector codec (codec_hwy-inl.h: FastEncodeVec, FastFakeVec) for
 // the formats and modes that training emulates all day: signed floats with a zero and
-// ieee or fn specials (e4m3fn, e5m2, e2m1, e3m2, e2m3, bf16, fp16, ...), under rne, rtz
+// ieee, fn, none or P3109 specials (e4m3fn, e5m2, e2m1, e3m2, e2m3, bf16, fp16,
+// p3109_k8p4se, ...), under rne, rtz
 // or sr. Where the result is a normal number of the target, rounding is a few integer
 // operations on the float32 bits at the fixed position 23 - M, and the code or the
 // rounded value follows from the same sum; only the target's subnormal range needs a
@@ -138,6 +145,9 @@ struct FastConsts {
   int32_t sr_n = 32;
   uint32_t sr_mask_n = 0;     // 2^sr_bits - 1
   bool sat = false;
+  bool no_negzero = false;    // P3109: no -0, and its one NaN decodes unsigned
+  bool is_unsigned = false;   // unsigned P3109: nonzero negative inputs give unrep_code
+  int32_t unrep_code = 0, unrep_bits = 0;  // ... and its decoded value's bits
 };
 
 // True when FastEncodeVec / FastFakeVec give exactly encode() / decode(encode()).
@@ -145,11 +155,12 @@ inline bool fast_path_ok(const ElementFormat& f, const CastOptions& opt) {
   const bool mode_ok = opt.round == Rounding::rne || opt.round == Rounding::rtz ||
                        (opt.round == Rounding::sr && opt.sr_bits >= 1 && opt.sr_bits <= 32);
   const bool specials_ok = f.specials == Specials::ieee || f.specials == Specials::fn ||
-                           f.specials == Specials::none;
+                           f.specials == Specials::none || f.is_p3109();
   // Normal values of the target must be float32 normals (emin >= -126, finite max below
   // 2^128) and at least one float32 mantissa bit must be dropped (sh <= 22). M >= 1: with
   // no mantissa bits rne's tie-breaking bit is the implicit one, not a stored bit.
-  return mode_ok && specials_ok && !f.is_integer && f.is_signed && f.has_zero &&
+  // Unsigned formats only for P3109 (a zero, and only nonzero negatives unrepresentable).
+  return mode_ok && specials_ok && !f.is_integer && (f.is_signed || f.is_p3109()) && f.has_zero &&
          f.bits <= 16 && f.mantissa_bits >= 1 && f.mantissa_bits <= 22 && f.emin() >= -126 && f.emax() <= 127;
 }
 
@@ -191,13 +202,20 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
   c.sr_keep = opt.sr_bits >= 32 ? 0xffffffffu : ~((1u << (32 - opt.sr_bits)) - 1u);
   c.sr_mask_n = opt.sr_bits >= 32 ? 0xffffffffu : (1u << opt.sr_bits) - 1u;
   c.sat = opt.overflow == Overflow::sat;
+  c.no_negzero = f.is_p3109();
+  c.is_unsigned = !f.is_signed;
+  c.unrep_code = static_cast<int32_t>(encode(-1.0f, f, opt.round, opt.overflow, 0u, opt.sr_bits));
+  c.unrep_bits = static_cast<int32_t>(float_to_bits(decode(static_cast<uint32_t>(c.unrep_code), f)));
   return c;
 }
 
 // Which inputs the vector loops accept; the rest run the scalar codec.
+// Caller-given random words have no vector loop: they run the scalar codec, still
+// threaded.
 inline bool vectorizable(const ElementFormat& f, const CastOptions& opt) {
-  const bool sr_ok = opt.round != Rounding::sr || (opt.sr_bits >= 1 && opt.sr_bits <= 32);
-  return sr_ok && f.bias >= -1024 && f.bias <= 1024 && f.bits <= 16;
+  const bool sr_ok = !is_stochastic(opt.round) || (opt.sr_bits >= 1 && opt.sr_bits <= 32);
+  const bool mode_ok = !is_stochastic(opt.round) || opt.random_words == nullptr;
+  return sr_ok && mode_ok && f.bias >= -1024 && f.bias <= 1024 && f.bits <= 16;
 }
 
 // The 10 round keys of Philox4x32-10 (key0 and key1 of round r; the vector rounds

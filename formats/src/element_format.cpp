@@ -2,13 +2,17 @@
 #include "lpx/formats/element_format.hpp"
 
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "lpx/formats/codec.hpp"
+#include "lpx/formats/format_registry.hpp"
 
 namespace lpx {
 
@@ -86,11 +90,49 @@ bool parse_generic(std::string_view name, ElementFormat& out, std::string& why) 
   return true;
 }
 
+// p3109_k<K>p<P><s|u><e|f> (gfloat's names, docs/formats.md#p3109); returns false if the
+// name is not of this form, true with `why` set if it is but the parameters are invalid.
+bool parse_p3109(std::string_view name, ElementFormat& out, std::string& why) {
+  std::string_view s = name;
+  if (!s.starts_with("p3109_k")) return false;
+  s.remove_prefix(7);
+  int k = 0, p = 0;
+  if (!parse_int(s, k) || !s.starts_with("p")) return false;
+  s.remove_prefix(1);
+  if (!parse_int(s, p) || s.size() != 2) return false;
+  if ((s[0] != 's' && s[0] != 'u') || (s[1] != 'e' && s[1] != 'f')) return false;
+  const bool is_signed = s[0] == 's', extended = s[1] == 'e';
+  if (k < 2 || k > 16 || p < 1 || p >= k) {
+    why = fmt::format("'{}': P3109 needs 2 <= K <= 16 bits and precision 1 <= P < K", name);
+    return true;
+  }
+  const ElementFormat f = make_p3109_format(k, p, is_signed, extended);
+  // Every value must be a float32 (K = 16 with few precision bits has too wide a range).
+  if (f.emax() > 127 || f.emin() - f.mantissa_bits < -149) {
+    why = fmt::format("'{}': values outside float32's range (exponent bias {})", name, f.bias);
+    return true;
+  }
+  out = f;
+  return true;
+}
+
+// Formats registered from descriptor files (register_format); read far more often than
+// written, and written only at start-up, but guarded all the same.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<ElementFormat>& registry() {
+  static std::vector<ElementFormat> formats;
+  return formats;
+}
+
 std::string known_names() {
   std::string s;
   for (const ElementFormat* f : kNamed) s += fmt::format("{}{}", s.empty() ? "" : ", ", f->name);
   for (const FormatAlias& a : kAliases) s += fmt::format(", {}", a.alias);
-  return s + ", or eXmY[bBIAS][fn|fnuz|ieee] (e.g. e2m0, e1m2, e3m2b2fn)";
+  return s + ", or eXmY[bBIAS][fn|fnuz|ieee] (e.g. e2m0, e1m2, e3m2b2fn), or "
+             "p3109_kKpP[s|u][e|f] (e.g. p3109_k8p4se)";
 }
 
 }  // namespace
@@ -103,9 +145,14 @@ ElementFormat format_by_name(std::string_view name) {
     if (f->name_view() == name) return *f;
   for (const FormatAlias& a : kAliases)
     if (a.alias == name) return format_by_name(a.canonical);
+  {
+    const std::lock_guard<std::mutex> lock(registry_mutex());
+    for (const ElementFormat& r : registry())
+      if (r.name_view() == name) return r;
+  }
   ElementFormat f;
   std::string why;
-  if (parse_generic(name, f, why)) {
+  if (parse_p3109(name, f, why) || parse_generic(name, f, why)) {
     if (!why.empty()) throw std::invalid_argument("invalid format " + why);
     return f;
   }
@@ -136,8 +183,71 @@ std::string describe_specials(const ElementFormat& f) {
       return f.is_signed ? "no Inf; NaN = S.1..1" : "unsigned, no zero; NaN = all ones";
     case Specials::fnuz: return "no Inf, no -0; NaN = the -0 code";
     case Specials::none: return "none: every code is finite";
+    case Specials::p3109e:
+      return f.is_signed ? "P3109 extended: one NaN = the -0 code, +-Inf = largest magnitude, no -0"
+                         : "P3109 unsigned extended: NaN = all ones, +Inf = all ones - 1";
+    case Specials::p3109f:
+      return f.is_signed ? "P3109 finite: one NaN = the -0 code, no Inf, no -0"
+                         : "P3109 unsigned finite: NaN = all ones, no Inf";
   }
   return "";
+}
+
+}  // namespace lpx
+
+namespace lpx {
+
+ElementFormat make_described_format(const FormatDescriptor& d) {
+  const std::string& n = d.name;
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(fmt::format("format descriptor '{}': {}", n, why));
+  };
+  if (n.empty() || n.size() > 31) fail("the name needs 1 to 31 characters");
+  for (const char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'))
+      fail("the name may hold letters, digits, '_', '-' and '.' only");
+  const int E = d.exponent_bits, M = d.mantissa_bits;
+  const int bits = E + M + (d.is_signed ? 1 : 0);
+  if (E < 1 || E > 8) fail(fmt::format("exponent_bits {} is outside 1..8", E));
+  if (M < 0 || M > 15) fail(fmt::format("mantissa_bits {} is outside 0..15", M));
+  if (bits > 16) fail(fmt::format("{} bits in all; at most 16", bits));
+  if (bits < 2) fail("at least 2 bits in all");
+  Specials sp;
+  if (d.specials == "ieee") sp = Specials::ieee;
+  else if (d.specials == "fn") sp = Specials::fn;
+  else if (d.specials == "fnuz") sp = Specials::fnuz;
+  else if (d.specials == "none") sp = Specials::none;
+  else if (d.specials == "p3109e") sp = Specials::p3109e;
+  else if (d.specials == "p3109f") sp = Specials::p3109f;
+  else fail(fmt::format("specials '{}' is not one of ieee, fn, fnuz, none, p3109e, p3109f", d.specials));
+  if (sp == Specials::fnuz && !d.is_signed) fail("fnuz needs a sign bit (its NaN is the -0 code)");
+  if (sp == Specials::ieee && E < 2) fail("ieee specials need at least 2 exponent bits");
+  const int bias = d.bias ? *d.bias : (1 << (E - 1)) - 1 + (sp == Specials::fnuz ? 1 : 0);
+  if (bias < -149 || bias > 255) fail(fmt::format("bias {} is outside -149..255", bias));
+  const ElementFormat f = make_float_format(n, E, M, bias, sp, d.is_signed);
+  if (f.max_magnitude == 0 && !f.has_inf()) fail("no finite nonzero value");
+  // Every value must be a float32, and the codec's float32-subnormal reading needs
+  // emin >= -127 (docs/formats.md#rounding-grid).
+  if (f.emax() > 127 || f.emin() - M < -149 || f.emin() < -127)
+    fail(fmt::format("bias {} puts values outside float32's range", bias));
+  return f;
+}
+
+void register_format(const ElementFormat& f) {
+  const std::string_view name = f.name_view();
+  bool taken = false;
+  for (const ElementFormat* g : kNamed) taken = taken || g->name_view() == name;
+  for (const FormatAlias& a : kAliases) taken = taken || a.alias == name;
+  ElementFormat parsed;
+  std::string why;
+  taken = taken || parse_p3109(name, parsed, why) || parse_generic(name, parsed, why);
+  const std::lock_guard<std::mutex> lock(registry_mutex());
+  for (const ElementFormat& r : registry()) taken = taken || r.name_view() == name;
+  if (taken)
+    throw std::invalid_argument(fmt::format(
+        "format descriptor '{}': the name is taken (a named format, alias, generic or P3109 "
+        "name, or another descriptor)", name));
+  registry().push_back(f);
 }
 
 }  // namespace lpx

@@ -137,7 +137,7 @@ void reference_cast(const BlockJob& job, const Box& b, const BlockScale& s, Quan
       const int64_t k = row + c * b.col_stride;
       const float xi = job.x[k];
       uint32_t rnd = 0;
-      if (o.round == Rounding::sr)
+      if (is_stochastic(o.round))
         rnd = job.rnd != nullptr
                   ? job.rnd[k]
                   : random_bits(o.seed, o.stream, o.index_offset + static_cast<uint64_t>(k));
@@ -251,6 +251,14 @@ QuantizeResult quantize_blocks(TensorView<const float> x, const BlockFormat& for
         "quantize: delayed scaling (an amax history) needs per-tensor blocks with fp32 scales");
   if (opt.sr_bits < 1 || opt.sr_bits > kMaxSrBits)
     throw std::invalid_argument(fmt::format("quantize: sr_bits must be in [1, {}]", kMaxSrBits));
+  if (opt.random_words != nullptr && !is_stochastic(opt.round))
+    throw std::invalid_argument("quantize: random words need a stochastic rounding mode "
+                                "(sr, sr-fast, sr-rne, sr-odd)");
+  if (opt.random_words != nullptr &&
+      opt.random_words_count < opt.index_offset + static_cast<uint64_t>(L.numel))
+    throw std::invalid_argument(fmt::format("quantize: {} random words for elements up to index {}",
+                                            opt.random_words_count,
+                                            opt.index_offset + static_cast<uint64_t>(L.numel)));
 
   QuantizedTensor q;
   q.shape.assign(x.shape.begin(), x.shape.end());
@@ -287,6 +295,9 @@ QuantizeResult quantize_blocks(TensorView<const float> x, const BlockFormat& for
   c.job.codes = q.codes.empty() ? nullptr : q.codes.data();
   c.job.out = out;
   c.job.ctx = &ctx;
+  // Caller-given words: the reference strategies read element k's word from job.rnd[k]
+  // (vectorizable() declines them, so no SIMD kernel runs).
+  if (opt.random_words != nullptr) c.job.rnd = opt.random_words + opt.index_offset;
   if (coded_scale) c.job.scale_codes = q.scale_codes.data();
   else c.job.scale_values = q.scale_values.data();
 

@@ -68,7 +68,7 @@ inline BlockConsts make_block_consts(const qd::Context& ctx) {
   k.ec = detail::make_encode_consts(ctx.f->element, k.co);
   k.dc = detail::make_decode_consts(ctx.f->element);
   if (detail::fast_path_ok(ctx.f->element, k.co)) k.fc = detail::make_fast_consts(ctx.f->element, k.co);
-  if (o.round == Rounding::sr) k.pc = detail::make_philox_consts(o.seed);
+  if (is_stochastic(o.round)) k.pc = detail::make_philox_consts(o.seed);
   k.flush = o.flush_subnormal_inputs;
   k.headroom = o.headroom_3_4;
   k.two_level = ctx.f->two_level();
@@ -348,7 +348,7 @@ HWY_INLINE void CastRun(const qd::BlockJob& job, const BlockConsts& k, int64_t i
   for (size_t c = 0; c < n; c += N) {
     const size_t cnt = std::min(N, n - c);
     VI r = hn::Zero(di);
-    if constexpr (M == Rounding::sr) {
+    if constexpr (is_stochastic(M)) {
       if (cnt == N) {
         r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + c));
       } else {
@@ -376,7 +376,7 @@ HWY_INLINE void CastBlockVectors(const qd::BlockJob& job, const BlockConsts& k, 
   for (int64_t j = 0; j < vpb; ++j) {
     const int64_t i = base + j * static_cast<int64_t>(N);
     VI r = hn::Zero(di);
-    if constexpr (M == Rounding::sr)
+    if constexpr (is_stochastic(M))
       r = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + (i - rnd_first)));
     CastVec<M, kInt, kPow2, kFast>(job, k, i, N, hn::BitCast(di, hn::LoadU(DF(), job.x + i)), r,
                                    bv, s, lc, st);
@@ -454,7 +454,7 @@ void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::Bl
   uint32_t finite_max = 0;
   for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
     const int64_t c1 = std::min(b1, c0 + chunk);
-    if constexpr (M == Rounding::sr)
+    if constexpr (is_stochastic(M))
       JobRandom(job, rnd, static_cast<size_t>((c1 - c0) * L), static_cast<uint64_t>(c0 * L), k);
     for (int64_t b = c0; b < c1; ++b) {
       const int64_t base = b * L;
@@ -508,7 +508,7 @@ void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
   for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
     const int64_t c1 = std::min(b1, c0 + chunk);
     const size_t n = static_cast<size_t>(c1 - c0);
-    if constexpr (M == Rounding::sr)
+    if constexpr (is_stochastic(M))
       JobRandom(job, rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
     for (size_t g = 0; g < n; ++g)
       am[g] = ContiguousBlockAmax(job.x + (c0 + static_cast<int64_t>(g)) * L, vpb, k);
@@ -635,7 +635,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
       }
     }
     // Pass 2: cast (and dequantize).
-    const bool group_rnd = M == Rounding::sr && job.last_axis &&
+    const bool group_rnd = is_stochastic(M) && job.last_axis &&
                            elems <= static_cast<int64_t>(kRandWords);
     if (group_rnd)
       JobRandom(job, rnd, static_cast<size_t>(elems), static_cast<uint64_t>(boxes[0].base), k);
@@ -665,7 +665,7 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
         const int64_t row = box.base + r * box.row_stride;
         for (int64_t c = 0; c < box.cols; c += static_cast<int64_t>(kRandWords)) {
           const size_t n = static_cast<size_t>(std::min<int64_t>(kRandWords, box.cols - c));
-          if constexpr (M == Rounding::sr)
+          if constexpr (is_stochastic(M))
             JobRandom(job, rnd, n, static_cast<uint64_t>(row + c), k);
           CastRun<M, kInt, kPow2, kFast>(job, k, row + c, n, s, mul, dec, rnd, lc, st);
         }
@@ -717,7 +717,7 @@ void QuantizeRangeT(const qd::BlockJob& job, int64_t i0, int64_t n, const qd::Bl
     LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
     for (int64_t c = 0; c < n; c += static_cast<int64_t>(kRandWords)) {
       const size_t m = static_cast<size_t>(std::min<int64_t>(kRandWords, n - c));
-      if constexpr (M == Rounding::sr) JobRandom(job, rnd, m, static_cast<uint64_t>(i0 + c), k);
+      if constexpr (is_stochastic(M)) JobRandom(job, rnd, m, static_cast<uint64_t>(i0 + c), k);
       CastRun<M, kInt, kPow2, kFast>(job, k, i0 + c, m, s, mul, dec, rnd, lc, st);
     }
     FlushCounts(lc, st);
@@ -755,7 +755,12 @@ HWY_INLINE void WithRounding(const qd::Context& ctx, Fn&& fn) {
     case Rounding::rup: return fn.template operator()<Rounding::rup>();
     case Rounding::rdn: return fn.template operator()<Rounding::rdn>();
     case Rounding::sr: return fn.template operator()<Rounding::sr>();
+    case Rounding::rto: return fn.template operator()<Rounding::rto>();
+    case Rounding::sr_fast: return fn.template operator()<Rounding::sr_fast>();
+    case Rounding::sr_rne: return fn.template operator()<Rounding::sr_rne>();
+    case Rounding::sr_odd: return fn.template operator()<Rounding::sr_odd>();
   }
+  HWY_ABORT("lpx: rounding mode %d has no vector loop", static_cast<int>(ctx.opt.round));
 }
 
 void QuantizeBlocks(const qd::BlockJob* job, int64_t b0, int64_t b1, qd::BlockTotals* t) {

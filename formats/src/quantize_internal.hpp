@@ -91,6 +91,8 @@ inline CastOptions element_cast_options(const QuantizeOptions& o) {
   co.stream = o.stream;
   co.sr_bits = o.sr_bits;
   co.index_offset = o.index_offset;
+  co.random_words = o.random_words;
+  co.random_words_count = o.random_words_count;
   return co;
 }
 

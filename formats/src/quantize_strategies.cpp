@@ -192,7 +192,7 @@ BlockTotals quantize_strided(const TensorCall& c) {
   const int64_t R = v.R, C = v.C, Lb = v.Lb, W = std::min(v.W, C);
   const int64_t chunks = (C + W - 1) / W, units = v.outer * v.G * chunks;
   const size_t tile = static_cast<size_t>(std::min(Lb, R) * W);
-  const bool sr = ctx.opt.round == Rounding::sr;
+  const bool sr = is_stochastic(ctx.opt.round);
   BlockTotals total;
 #pragma omp parallel num_threads(c.threads) if (c.parallel) reduction(lpx_totals : total)
   {

@@ -18,7 +18,7 @@ void check_format(const ElementFormat& f) {
   if (f.bits < 1 || f.bits > 16)
     throw std::invalid_argument("lpx::kernels: unsupported format '" + std::string(f.name_view()) +
                                 "': " + std::to_string(f.bits) + " bits (1 to 16 supported)");
-  if (f.code_mask != (1u << f.bits) - 1 || f.max_magnitude == 0)
+  if (f.code_mask != (1u << f.bits) - 1 || (f.max_magnitude == 0 && f.nan_code == 0))
     throw std::invalid_argument("lpx::kernels: format descriptor '" + std::string(f.name_view()) +
                                 "' was not finalized (use format_by_name or make_*_format)");
 }
@@ -27,6 +27,8 @@ void check_options(const CastOptions& opt) {
   if (opt.sr_bits < 1 || opt.sr_bits > kMaxSrBits)
     throw std::invalid_argument("lpx::kernels: sr_bits must be in [1, 32], got " +
                                 std::to_string(opt.sr_bits));
+  if (opt.random_words != nullptr)
+    throw std::invalid_argument("lpx::kernels: caller-given random words are CPU-only");
 }
 
 void check_pointer(const void* p, size_t n, const char* what) {

@@ -75,7 +75,7 @@ __global__ void cast_kernel(const float* __restrict__ in, Addressing ain, Code* 
       for (int k = 0; k < 4; ++k) if (i0 + k < n) x[k] = in[ain.at(i0 + k)];
     }
     uint32_t r[4] = {0u, 0u, 0u, 0u};
-    if constexpr (kRound == Rounding::sr) group_random_bits(key, key.index_offset + i0, r);
+    if constexpr (is_stochastic(kRound)) group_random_bits(key, key.index_offset + i0, r);
     uint32_t c[4];
     for (int k = 0; k < 4; ++k) c[k] = lpx::encode(x[k], f, kRound, overflow, r[k], key.sr_bits);
     if constexpr (kOp == Op::encode) {
@@ -150,6 +150,13 @@ void launch_rounding(const DeviceTensor& in, Code* codes, float* out, const Devi
     case Rounding::rup: return launch_one<kOp, Code, Rounding::rup>(in, codes, out, dst, f, opt, s);
     case Rounding::rdn: return launch_one<kOp, Code, Rounding::rdn>(in, codes, out, dst, f, opt, s);
     case Rounding::sr: return launch_one<kOp, Code, Rounding::sr>(in, codes, out, dst, f, opt, s);
+    case Rounding::rto: return launch_one<kOp, Code, Rounding::rto>(in, codes, out, dst, f, opt, s);
+    case Rounding::sr_fast:
+      return launch_one<kOp, Code, Rounding::sr_fast>(in, codes, out, dst, f, opt, s);
+    case Rounding::sr_rne:
+      return launch_one<kOp, Code, Rounding::sr_rne>(in, codes, out, dst, f, opt, s);
+    case Rounding::sr_odd:
+      return launch_one<kOp, Code, Rounding::sr_odd>(in, codes, out, dst, f, opt, s);
   }
   throw std::invalid_argument("lpx::kernels: unknown rounding mode");
 }

@@ -31,7 +31,8 @@ __global__ void roundtrip_kernel(ElementFormat f, uint32_t* out) {
   const float v = lpx::decode(code, f);
   const uint32_t r = random_bits(0, 0, code);
   uint32_t back = lpx::encode(v, f, Rounding::rne, Overflow::ieee, r);
-  for (Rounding mode : {Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::sr})
+  for (Rounding mode : {Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::sr,
+                        Rounding::rto, Rounding::sr_fast, Rounding::sr_rne, Rounding::sr_odd})
     if (lpx::encode(v, f, mode, Overflow::ieee, r) != back) back |= 0x80000000u;
   out[code] = back;
 }

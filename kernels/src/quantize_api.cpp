@@ -36,6 +36,9 @@ void check_quantize_options(const QuantizeOptions& opt, const char* what) {
   if (opt.whole_tensor_amax)
     throw std::invalid_argument(std::string("lpx::kernels::") + what +
                                 ": a given whole-tensor amax (streamed pieces) is CPU-only");
+  if (opt.random_words != nullptr)
+    throw std::invalid_argument(std::string("lpx::kernels::") + what +
+                                ": caller-given random words are CPU-only");
 }
 
 // (rows, cols) of a host tensor of rank 1 or 2 whose data has `size` elements.

@@ -229,7 +229,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
                                        s.transform.signs == Transform::Signs::fixed ? "fixed" : "per_call");
     if (s.kind != RoleSpec::Kind::fp32) {
       applied->rounding = std::string(rounding_name(s.round));
-      applied->sr_bits = s.round == Rounding::sr ? s.sr_bits : 0;
+      applied->sr_bits = is_stochastic(s.round) ? s.sr_bits : 0;
     }
   }
   if (transformed) {

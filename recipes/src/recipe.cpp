@@ -186,7 +186,7 @@ RoleSpec parse_role(const Parser& p, const json& v, const std::string& path) {
     if (r.kind == RoleSpec::Kind::ternary_absmean)
       r.round = static_cast<Rounding>(p.choice(v["round"], rpath, {"rne"}));
     else
-      r.round = static_cast<Rounding>(p.choice(v["round"], rpath, {"rne", "rna", "rtz", "rup", "rdn", "sr"}));
+      r.round = static_cast<Rounding>(p.choice(v["round"], rpath, {"rne", "rna", "rtz", "rup", "rdn", "sr", "rto", "sr-fast", "sr-rne", "sr-odd"}));
   }
   if (v.contains("sr_bits")) r.sr_bits = static_cast<int>(p.integer(v["sr_bits"], path + ".sr_bits", 1, 32));
   if (v.contains("headroom_3_4")) {

@@ -148,7 +148,11 @@ const std::vector<std::string>& specs() {
       "e4m3:b32:e8m0:ceil", "e2m1:b32:e8m0:even", "e4m3:b32:pow2", "e5m2:b64:pow2:floor",
       "e1m2:b16:e4m3", "e2m0:16x16:e8m0", "e4m3:row:e8m0", "e2m1:b7:e8m0", "e3m0:b5:pow2",
       "int4:b32:e8m0", "e4m3:b16:fp32", "fp8_tensor", "e5m2:tensor:pow2",
-      "e2m1:tensor:e4m3", "int8:tensor:fp32"};
+      "e2m1:tensor:e4m3", "int8:tensor:fp32",
+      // IEEE P3109 elements (docs/formats.md#p3109): short path signed and unsigned,
+      // the general path for P = 1.
+      "p3109_k8p4se:b32:e8m0", "p3109_k8p3uf:b32:e8m0:rceil", "p3109_k6p3sf:b16:e4m3",
+      "p3109_k8p1se:b32:pow2", "p3109_k4p2ue:b32:e8m0"};
   return s;
 }
 

@@ -66,7 +66,7 @@ void for_each(const DeviceTensor& t, F f) {
     for (int64_t c = 0; c < t.cols; ++c) f(r, c, static_cast<uint64_t>(r * t.cols + c));
 }
 uint32_t cast_code(float x, const ElementFormat& f, const CastOptions& o, uint64_t i) {
-  const uint32_t r = o.round == Rounding::sr ? random_bits(o.seed, o.stream, o.index_offset + i) : 0u;
+  const uint32_t r = is_stochastic(o.round) ? random_bits(o.seed, o.stream, o.index_offset + i) : 0u;
   return lpx::encode(x, f, o.round, o.overflow, r, o.sr_bits);
 }
 void encode(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& o, void*) {
@@ -211,7 +211,8 @@ void codec_roundtrip(const ElementFormat& f, uint32_t* out) {
     const float v = lpx::decode(code, f);
     const uint32_t r = random_bits(0, 0, code);
     uint32_t back = lpx::encode(v, f, Rounding::rne, Overflow::ieee, r);
-    for (Rounding mode : {Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::sr})
+    for (Rounding mode : {Rounding::rna, Rounding::rtz, Rounding::rup, Rounding::rdn, Rounding::sr,
+                          Rounding::rto, Rounding::sr_fast, Rounding::sr_rne, Rounding::sr_odd})
       if (lpx::encode(v, f, mode, Overflow::ieee, r) != back) back |= 0x80000000u;
     out[code] = back;
   }

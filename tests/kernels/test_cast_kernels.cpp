@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lpx/formats/codec.hpp"
+#include "lpx/formats/format_registry.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/device.hpp"
 #include "lpx/numerics/philox.hpp"
@@ -140,5 +141,56 @@ TEST_CASE("device casts equal the CPU codec for every format and rounding mode")
     for (size_t i = 0; i < codes; ++i)
       bad += float_to_bits(dev[i]) != float_to_bits(decode(static_cast<uint32_t>(i), *f));
     CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("device casts: P3109 formats, rto, the SR variants and a described format") {
+  if (!cuda_available()) {
+    WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
+    return;
+  }
+  // docs/formats.md#p3109, #stochastic-rounding-variants, #format-descriptor-files: the
+  // kernels run the same LPX_HD codec, so the codes equal the CPU's; a descriptor of
+  // float8_e4m3fn gives float8_e4m3fn's codes.
+  const std::vector<float> x = battery(20011);
+  FormatDescriptor d;
+  d.name = "kernels_e4m3";
+  d.exponent_bits = 4;
+  d.mantissa_bits = 3;
+  d.bias = 7;
+  d.specials = "fn";
+  const ElementFormat described = make_described_format(d);
+  const ElementFormat formats[] = {format_by_name("p3109_k8p4se"), format_by_name("p3109_k8p3uf"),
+                                   format_by_name("p3109_k8p1se"), format_by_name("p3109_k16p11se"),
+                                   described};
+  for (const ElementFormat& f : formats) {
+    for (Rounding r : {Rounding::rne, Rounding::rto, Rounding::sr, Rounding::sr_fast,
+                       Rounding::sr_rne, Rounding::sr_odd}) {
+      for (Overflow ov : {Overflow::sat, Overflow::ieee}) {
+        INFO(f.name << " " << rounding_name(r) << " " << (ov == Overflow::sat ? "sat" : "ieee"));
+        CastOptions opt;
+        opt.round = r;
+        opt.overflow = ov;
+        opt.seed = 99;
+        opt.stream = 1;
+        opt.index_offset = 3;
+        opt.sr_bits = is_stochastic(r) ? 5 : 32;
+        size_t bad = 0, unlike_named = 0;
+        std::vector<uint16_t> dev16(x.size());
+        std::vector<uint8_t> dev8(x.size());
+        if (f.bits <= 8) kernels::encode_host(x, dev8, f, opt);
+        else kernels::encode_host(x, dev16, f, opt);
+        for (size_t i = 0; i < x.size(); ++i) {
+          const uint32_t w = random_bits(opt.seed, opt.stream, opt.index_offset + i);
+          const uint32_t cpu = encode(x[i], f, r, ov, w, opt.sr_bits);
+          const uint32_t dev = f.bits <= 8 ? dev8[i] : dev16[i];
+          bad += dev != cpu ? 1 : 0;
+          if (&f == &formats[4])
+            unlike_named += dev != encode(x[i], fmt8::e4m3fn, r, ov, w, opt.sr_bits) ? 1 : 0;
+        }
+        CHECK(bad == 0);
+        CHECK(unlike_named == 0);
+      }
+    }
   }
 }

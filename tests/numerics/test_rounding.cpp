@@ -42,3 +42,36 @@ TEST_CASE("rounding names round-trip and reject unknown names") {
     CHECK(lpx::rounding_by_name(lpx::rounding_name(m)) == m);
   CHECK_THROWS_WITH(lpx::rounding_by_name("nearest"), Catch::Contains("rne, rna"));
 }
+
+TEST_CASE("round_shift_right: round to odd and the stochastic variants by hand") {
+  // rto: truncate, then an inexact result gets its lowest bit set.
+  CHECK(round_shift_right(0b1000, 2, Rounding::rto, false, 0) == 0b10);  // exact stays even
+  CHECK(round_shift_right(0b1001, 2, Rounding::rto, false, 0) == 0b11);
+  CHECK(round_shift_right(0b1011, 2, Rounding::rto, true, 0) == 0b11);
+  CHECK(round_shift_right(0b1101, 2, Rounding::rto, false, 0) == 0b11);  // already odd
+  // delta = 1/4 (rem 1 of a gap of 4), N = 1 (r = the word's top bit).
+  const uint32_t r0 = 0, r1 = 0x80000000u;
+  CHECK(round_shift_right(0b1001, 2, Rounding::sr, false, r1, 1) == 0b10);       // 0 + 1 < 2
+  CHECK(round_shift_right(0b1001, 2, Rounding::sr_fast, false, r1, 1) == 0b11);  // 1 + 2 + 1 >= 4
+  CHECK(round_shift_right(0b1001, 2, Rounding::sr_fast, false, r0, 1) == 0b10);  // 1 + 0 + 1 < 4
+  CHECK(round_shift_right(0b1001, 2, Rounding::sr_rne, false, r1, 1) == 0b10);   // 0.5 -> 0
+  CHECK(round_shift_right(0b1001, 2, Rounding::sr_odd, false, r1, 1) == 0b11);   // 0.5 -> 1
+  CHECK(round_shift_right(0b1001, 2, Rounding::sr_odd, false, r0, 1) == 0b10);
+  // delta = 3/4, N = 1: d = 1.5.
+  CHECK(round_shift_right(0b1011, 2, Rounding::sr_rne, false, r0, 1) == 0b11);  // 1.5 -> 2
+  CHECK(round_shift_right(0b1011, 2, Rounding::sr_odd, false, r0, 1) == 0b10);  // 1.5 -> 1
+  CHECK(round_shift_right(0b1011, 2, Rounding::sr_odd, false, r1, 1) == 0b11);
+  CHECK(round_shift_right(0b1011, 2, Rounding::sr, false, r0, 1) == 0b10);
+  CHECK(round_shift_right(0b1011, 2, Rounding::sr_fast, false, r0, 1) == 0b11);  // 3 + 0 + 1 >= 4
+  // N = 32 and shift 40: sr-fast's sum needs 34 bits.
+  const uint64_t sig = (uint64_t{5} << 40) | (uint64_t{1} << 39);  // delta = 1/2
+  CHECK(round_shift_right(sig, 40, Rounding::sr_fast, false, 0x7FFFFFFFu, 32) == 5);
+  CHECK(round_shift_right(sig, 40, Rounding::sr_fast, false, 0x80000000u, 32) == 6);
+  // Exact values never move.
+  for (const Rounding m : {Rounding::rto, Rounding::sr_fast, Rounding::sr_rne, Rounding::sr_odd})
+    CHECK(round_shift_right(0b1100, 2, m, false, 0xFFFFFFFFu, 3) == 0b11u);
+  CHECK(lpx::rounding_by_name("sr-fast") == Rounding::sr_fast);
+  CHECK(lpx::rounding_name(Rounding::sr_odd) == "sr-odd");
+  CHECK(lpx::is_stochastic(Rounding::sr_rne));
+  CHECK_FALSE(lpx::is_stochastic(Rounding::rto));
+}

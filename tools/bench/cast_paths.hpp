@@ -60,6 +60,10 @@ inline CastOptions cast_options(Rounding r, Overflow o, int threads) {
   return opt;
 }
 
+inline constexpr ElementFormat kP3109K8P4SE = make_p3109_format(8, 4, true, true);
+inline constexpr ElementFormat kP3109K8P3SF = make_p3109_format(8, 3, true, false);
+inline constexpr ElementFormat kP3109K8P4UE = make_p3109_format(8, 4, false, true);
+
 inline std::vector<CastPath> cast_paths() {
   std::vector<CastPath> p;
   struct Enc {
@@ -80,6 +84,17 @@ inline std::vector<CastPath> cast_paths() {
       {&fmt4::e2m1, "e2m1", Rounding::sr, Overflow::sat},
       {&fmt8::e5m2, "e5m2", Rounding::rne, Overflow::ieee},
       {&fmtint::int8, "int8", Rounding::rne, Overflow::sat},
+      // The rounding variants (docs/formats.md#stochastic-rounding-variants) on one format.
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::rto, Overflow::ieee},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::sr_fast, Overflow::ieee},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::sr_rne, Overflow::ieee},
+      {&fmt8::e4m3fn, "e4m3fn", Rounding::sr_odd, Overflow::ieee},
+      // IEEE P3109 (docs/formats.md#p3109): compare with the OCP 8-bit rows above.
+      {&kP3109K8P4SE, "p3109_k8p4se", Rounding::rne, Overflow::ieee},
+      {&kP3109K8P4SE, "p3109_k8p4se", Rounding::rne, Overflow::sat},
+      {&kP3109K8P4SE, "p3109_k8p4se", Rounding::sr, Overflow::ieee},
+      {&kP3109K8P3SF, "p3109_k8p3sf", Rounding::rne, Overflow::ieee},
+      {&kP3109K8P4UE, "p3109_k8p4ue", Rounding::rne, Overflow::ieee},
   };
   for (const Enc& e : encodes) {
     const std::string name = std::string("cast ") + e.short_name + " " +

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cli_util.hpp"
 #include "command.hpp"
 #include "lpx/version.hpp"
 
@@ -26,6 +27,11 @@ bool register_command(int order, CommandSetup setup) {
 void build_app(CLI::App& app) {
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("lpx {}", lpx::kVersion));
+  // User-defined formats, registered before the command runs (option callbacks precede
+  // the subcommand's): `lpx --format-file my.json cast --to my_format ...`.
+  app.add_option("--format-file", "Format descriptor JSON (docs/formats.md); repeatable")
+      ->each([](const std::string& path) { load_format_file(path); })
+      ->type_name("FILE");
   auto& commands = registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -160,6 +160,24 @@ std::vector<std::byte> read_raw_bytes(const std::string& path) {
   return bytes;
 }
 
+std::vector<uint32_t> read_random_words(const std::string& path, size_t elements) {
+  const std::vector<std::byte> bytes = read_raw_bytes(path);
+  const std::string shown = path == "-" ? "<stdin>" : io::printable(path);
+  if (bytes.size() % 4 != 0)
+    throw io::DataError(fmt::format("{}: {} bytes is not a whole number of 32-bit random words",
+                                    shown, bytes.size()));
+  if (bytes.size() / 4 < elements)
+    throw io::DataError(fmt::format("{}: {} random words, but the input has {} elements", shown,
+                                    bytes.size() / 4, elements));
+  std::vector<uint32_t> words(bytes.size() / 4);
+  for (size_t i = 0; i < words.size(); ++i) {  // little-endian whatever the host
+    uint32_t w = 0;
+    for (size_t b = 0; b < 4; ++b) w |= static_cast<uint32_t>(bytes[4 * i + b]) << (8 * b);
+    words[i] = w;
+  }
+  return words;
+}
+
 void finish_stdout() {
   errno = 0;
   const bool flushed = std::fflush(stdout) == 0;

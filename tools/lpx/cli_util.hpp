@@ -88,8 +88,17 @@ extern const CLI::Validator kFiniteNonNegative;
 }  // namespace lpx::cli
 
 namespace lpx::cli {
+// `--format-file F.json` (format_file.cpp): reads a format descriptor and registers its
+// format (docs/formats.md#format-descriptor-files); std::invalid_argument, one line.
+void load_format_file(const std::string& path);
+
 // Whole file (or stdin for "-") as bytes; for small inputs such as code files.
 std::vector<std::byte> read_raw_bytes(const std::string& path);
+
+// --random-words FILE (docs/formats.md#caller-given-random-bits): one little-endian uint32
+// per element, for `elements` elements. io::DataError (exit 1, one line) when the file is
+// not whole words or holds fewer words than the input has elements.
+std::vector<uint32_t> read_random_words(const std::string& path, size_t elements);
 
 // Flushes stdout and throws io::DataError (exit 1, one line) when anything written to it
 // was lost: a full disk (/dev/full), a file-size limit (ulimit -f), a closed stdout. The

@@ -91,8 +91,8 @@ void run_analyze(const AnalyzeArgs& a, const CLI::App& cmd) {
   if (formats.empty()) throw UsageError("--formats needs at least one format");
   // As cast and quantize: the rounding mode is checked before any data is read, and a
   // seed without stochastic rounding is a conflict, not an option silently ignored.
-  if (rounding_by_name(a.round) != Rounding::sr && cmd.count("--seed"))
-    throw UsageError("--seed needs --round sr");
+  if (!is_stochastic(rounding_by_name(a.round)) && cmd.count("--seed"))
+    throw UsageError("--seed needs --round sr (or sr-fast, sr-rne, sr-odd)");
   // Check every format name before reading any data, so a typo fails fast (exit 2).
   for (const std::string& f : formats) {
     try {

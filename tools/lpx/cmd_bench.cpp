@@ -173,11 +173,13 @@ void run_bench(const BenchArgs& a) {
   };
   std::vector<Row> rows;
   const std::vector<bench::CastPath> paths = bench::cast_paths();
-  // A path's rne counterpart: the path of the same name with "rne" for "sr".
+  // A path's rne counterpart: the path of the same name with "rne" for "sr" (or for a
+  // stochastic variant, "sr-fast", "sr-rne", "sr-odd").
   const auto rne_of = [&](const std::string& name) -> const bench::CastPath* {
     const size_t at = name.find(" sr");
     if (at == std::string::npos) return nullptr;
-    const std::string want = name.substr(0, at) + " rne" + name.substr(at + 3);
+    const size_t end = std::min(name.find(' ', at + 1), name.size());
+    const std::string want = name.substr(0, at) + " rne" + name.substr(end);
     for (const auto& q : paths)
       if (q.name == want) return &q;
     return nullptr;

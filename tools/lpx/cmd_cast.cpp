@@ -19,6 +19,7 @@ namespace {
 
 struct CastArgs {
   std::string to, round = "rne", overflow = "ieee", emit = "codes", shape, tensor, in, out;
+  std::string random_words;  // --random-words FILE
   uint64_t seed = 0;
   uint32_t stream = 0;
   int sr_bits = kMaxSrBits;
@@ -57,12 +58,23 @@ void run_cast(const CastArgs& a, const CLI::App& cmd) {
   opt.sr_bits = a.sr_bits;
   opt.threads = a.threads;
   const bool sr_options = cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream");
-  if (sr_options && opt.round != Rounding::sr)
-    throw UsageError("--seed, --stream and --sr-bits need --round sr");
+  if (sr_options && !is_stochastic(opt.round))
+    throw UsageError("--seed, --stream and --sr-bits need --round sr (or sr-fast, sr-rne, sr-odd)");
   if (a.emit != "codes" && a.emit != "values")
     throw UsageError("--emit must be codes or values, not '" + a.emit + "'");
+  const bool given_words = cmd.count("--random-words") > 0;
+  if (given_words && !is_stochastic(opt.round))
+    throw UsageError("--random-words needs a stochastic --round (sr, sr-fast, sr-rne, sr-odd)");
+  if (given_words && (cmd.count("--seed") || cmd.count("--stream")))
+    throw UsageError("--random-words replaces the Philox stream: drop --seed and --stream");
 
   const FloatInput in = read_float_input(a.in, a.shape, a.tensor);
+  std::vector<uint32_t> words;
+  if (given_words) {
+    words = read_random_words(a.random_words, in.data.size());
+    opt.random_words = words.data();
+    opt.random_words_count = words.size();
+  }
   // The result goes to the file in cache-sized pieces (tensor_io: io::OutputFile): the input
   // is memory-mapped and no whole-tensor buffer is allocated, zeroed or copied.
   if (a.emit == "values") {
@@ -134,7 +146,7 @@ const bool registered = register_command(20, [](CLI::App& app) {
   auto a = std::make_shared<CastArgs>();
   auto* cast = app.add_subcommand("cast", "Cast float32 elements to a format (codes or values)");
   cast->add_option("--to", a->to, "Target format (lpx formats lists them)")->required();
-  cast->add_option("--round", a->round, "rne (default), rna, rtz, rup, rdn or sr");
+  cast->add_option("--round", a->round, "rne (default), rna, rtz, rup, rdn, rto (to odd), or stochastic: sr, sr-fast, sr-rne, sr-odd (docs/formats.md)");
   cast->add_option("--overflow", a->overflow,
                    "ieee (default: Inf/NaN as ml_dtypes) or sat (clamp to +-max as CUDA satfinite)");
   add_seed_option(cast, a->seed, "Seed of the stochastic-rounding Philox stream (0..2^64-1)");
@@ -142,6 +154,9 @@ const bool registered = register_command(20, [](CLI::App& app) {
                  "Philox stream (subsequence) for --round sr (0..2^32-1)");
   add_int_option(cast, "--sr-bits", a->sr_bits, 1, kMaxSrBits,
                  "Random bits per stochastic rounding (1..32)");
+  cast->add_option("--random-words", a->random_words,
+                   "File of one little-endian uint32 per element, used instead of Philox "
+                   "(the top --sr-bits bits are r)");
   cast->add_option("--emit", a->emit, "codes (default: one per byte, uint16 for 16-bit formats) "
                                       "or values (float32 after the round trip)");
   cast->add_option("--shape", a->shape, "Shape of a raw .f32 input, e.g. 64x128");

@@ -88,6 +88,8 @@ void print_formats() {
   fmt::print("\nAliases:");
   for (const FormatAlias& a : format_aliases()) fmt::print(" {}={}", a.alias, a.canonical);
   fmt::print("\nGeneric: [u]e<X>m<Y>[b<BIAS>][fn|fnuz|ieee], e.g. e2m0, e1m2, e3m0, e3m2b2fn.\n");
+  fmt::print("IEEE P3109: p3109_k<K>p<P><s|u><e|f> (2 <= K <= 16, 1 <= P < K), e.g. "
+             "p3109_k8p4se, p3109_k6p3sf, p3109_k8p3ue.\n");
 }
 
 namespace {
@@ -99,7 +101,8 @@ const bool registered = register_command(10, [](CLI::App& app) {
   auto* info = app.add_subcommand("info", "Properties of one format (bits, bias, limits, specials)");
   auto info_name = std::make_shared<std::string>();
   info->add_option("FORMAT", *info_name, "Format name or alias, or a generic eXmY")->required();
-  info->footer("Examples:\n  lpx info e4m3\n  lpx info float6_e2m3fn\n  lpx info e2m0");
+  info->footer("Examples:\n  lpx info e4m3\n  lpx info float6_e2m3fn\n  lpx info e2m0\n"
+               "  lpx info p3109_k8p4se");
   info->callback([info_name] { print_info(parse_format(*info_name)); });
 
   auto* table = app.add_subcommand("table", "Every code of a format with its value");

@@ -56,6 +56,7 @@ std::string sibling(const std::string& out, const std::string& what) {
 
 struct QuantizeArgs {
   std::string format, scale_rule, round = "rne", shape, emit = "values", tensor, in, out;
+  std::string random_words;  // --random-words FILE
   int64_t block = 0;
   int axis = 0;
   uint64_t seed = 0;
@@ -284,14 +285,25 @@ void run_quantize(const QuantizeArgs& a, const CLI::App& cmd) {
   opt.headroom_3_4 = a.headroom;
   opt.flush_subnormal_inputs = a.flush;
   if ((cmd.count("--seed") || cmd.count("--sr-bits") || cmd.count("--stream")) &&
-      opt.round != Rounding::sr)
-    throw UsageError("--seed, --stream and --sr-bits need --round sr");
+      !is_stochastic(opt.round))
+    throw UsageError("--seed, --stream and --sr-bits need --round sr (or sr-fast, sr-rne, sr-odd)");
   if (a.emit != "values" && a.emit != "packed")
     throw UsageError("--emit must be values or packed, not '" + a.emit + "'");
+  const bool given_words = cmd.count("--random-words") > 0;
+  if (given_words && !is_stochastic(opt.round))
+    throw UsageError("--random-words needs a stochastic --round (sr, sr-fast, sr-rne, sr-odd)");
+  if (given_words && (cmd.count("--seed") || cmd.count("--stream")))
+    throw UsageError("--random-words replaces the Philox stream: drop --seed and --stream");
   if (a.emit == "packed" && !ends_with(a.out, ".safetensors") && !ends_with(a.out, ".npy"))
     throw UsageError("--emit packed writes .safetensors or .npy; OUT must end so");
 
   const Input in = read_float_input(a.in, a.shape, a.tensor);
+  std::vector<uint32_t> words;
+  if (given_words) {
+    words = read_random_words(a.random_words, in.data.size());
+    opt.random_words = words.data();
+    opt.random_words_count = words.size();
+  }
   const int rank = static_cast<int>(in.shape.size());
   // A 1xN block longer than its axis is one ragged block (docs/formats.md#edge-semantics).
   // A 0-D tensor is one element with one axis, as in the library (axis 0 or -1).
@@ -472,12 +484,15 @@ const bool registered_quantize = register_command(40, [](CLI::App& app) {
   add_int_option(cmd, "--axis", args->axis, INT_MIN, INT_MAX,
                  "axis the 1xN blocks run along (default -1, the last; -rank..rank-1)");
   cmd->add_option("--scale-rule", args->scale_rule, "floor|rceil|ceil|even (e8m0 and pow2 scales)");
-  cmd->add_option("--round", args->round, "element rounding: rne (default), rna, rtz, rup, rdn, sr");
+  cmd->add_option("--round", args->round, "element rounding: rne (default), rna, rtz, rup, rdn, rto, sr, sr-fast, sr-rne, sr-odd");
   add_seed_option(cmd, args->seed, "stochastic rounding seed (with --round sr; 0..2^64-1)");
   add_int_option(cmd, "--stream", args->stream, 0, UINT32_MAX,
                  "stochastic rounding stream (with --round sr; 0..2^32-1)");
   add_int_option(cmd, "--sr-bits", args->sr_bits, 1, kMaxSrBits,
                  "random bits per stochastic rounding (1-32)");
+  cmd->add_option("--random-words", args->random_words,
+                  "file of one little-endian uint32 per element, used instead of Philox (the "
+                  "top --sr-bits bits are r)");
   cmd->add_option("--shape", args->shape, "shape of a raw float32 input, e.g. 128x4096");
   cmd->add_option("--emit", args->emit,
                   "values: fake-quantized float32 (.npy, .safetensors or raw by OUT's extension); "

@@ -312,7 +312,7 @@ LPX_HD inline ElementCode quantize_element(float x, const BlockScale& s, bool po
                                            const ElementFormat& e, const QuantizeOptions& o,
                                            uint64_t index) {
   const uint32_t rnd =
-      o.round == Rounding::sr ? random_bits(o.seed, o.stream, o.index_offset + index) : 0u;
+      is_stochastic(o.round) ? random_bits(o.seed, o.stream, o.index_offset + index) : 0u;
   return quantize_element_rnd(x, s, pow2, e, o, rnd);
 }
 

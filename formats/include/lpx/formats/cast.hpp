@@ -21,6 +21,12 @@ struct CastOptions {
   int sr_bits = kMaxSrBits;
   uint64_t index_offset = 0;  // flat index of in[0] in the whole tensor (SR keying)
   int threads = 0;            // 0: OpenMP's default
+  // Caller-given random words (docs/formats.md#caller-given-random-bits): when set, the
+  // stochastic modes take random_words[index_offset + i] for in[i] instead of Philox's
+  // word; random_words_count must cover index_offset + in.size() (std::invalid_argument),
+  // and a non-stochastic mode with words is refused. The scalar codec runs them.
+  const uint32_t* random_words = nullptr;
+  uint64_t random_words_count = 0;
 };
 
 // Codes are right-aligned, one per byte for formats of up to 8 bits, one per uint16

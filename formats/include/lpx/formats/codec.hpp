@@ -20,6 +20,11 @@
 //             below 2^-127 gives code 0.
 //   integers  round with the mode, then clamp to [min, max] (quantizer semantics, not the
 //             C cast's truncate-and-wrap); NaN -> 0.
+//   P3109     (p3109e/p3109f, docs/formats.md#p3109) as gfloat: one NaN, no -0 (a zero
+//             result is code 0); ieee overflow and +-Inf give +-Inf (e) or NaN (f); sat
+//             gives +-max. P = 1 (no mantissa bits): rne ties go to the even *code*,
+//             and rto's odd is the code's too.
+//             Unsigned: -0 -> 0, other negatives -> NaN (ieee) or 0 (sat), as e8m0 does.
 #pragma once
 
 #include <cstdint>
@@ -81,7 +86,14 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
   const uint32_t abs_bits = bits & kF32AbsMask;
   const bool is_nan = abs_bits > kF32InfBits;
   const bool is_inf = abs_bits == kF32InfBits;
-  const UnpackedF32 u = unpack_abs(abs_bits);
+  UnpackedF32 u = unpack_abs(abs_bits);
+  //    A format whose min normal is below float32's (emin = -127: unsigned P3109 with
+  //    K - P = 7) sees float32 subnormals with the exponent of 2^-127 and one more bit,
+  //    so step 3's implicit-bit arithmetic holds for them too.
+  if (f.emin() < -126 && f.has_zero && abs_bits < 0x00800000u) {
+    u.sig <<= 1;
+    u.exp = -127;
+  }
 
   // 2. Round the significand to the format's grid at this exponent. Below the min normal
   //    exponent the grid spacing stays 2^(emin - M) (subnormals), so the shift grows.
@@ -90,7 +102,16 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
   const int m = f.mantissa_bits;
   const int emin = f.emin();
   const int shift = min_int(23 - m + max_int(0, emin - u.exp), 63);
-  const uint64_t q = round_shift_right(u.sig, shift, mode, negative, random_bits, sr_bits);
+  //    P3109 with P = 1: a normal significand is just the implicit 1, so ties-to-even
+  //    means an even code, i.e. an even exponent field (gfloat), and to-odd an odd one.
+  //    Adding 2^shift when the field is even makes the significand's parity the code's;
+  //    it is taken off after (no other mode looks at the parity).
+  const uint64_t parity_fix =
+      (f.is_p3109() && m == 0 && u.exp >= emin && ((u.exp + f.bias) & 1) == 0)
+          ? uint64_t{1} << shift : 0u;
+  const uint64_t q =
+      round_shift_right(u.sig + parity_fix, shift, mode, negative, random_bits, sr_bits) -
+      (parity_fix >> shift);
 
   // 3. Assemble the magnitude code by addition: (exponent field - 1) << M plus the
   //    rounded significand with its implicit bit, so a carry out of the significand
@@ -125,16 +146,19 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
 
   // 5. Sign and special cases.
   uint32_t code = mag | (negative ? f.sign_mask : 0u);
-  if (f.specials == Specials::fnuz) {
-    // One NaN (0x80) and no -0: a zero result is +0 whatever the sign.
+  if (f.single_nan()) {
+    // One NaN (fnuz, signed P3109: 0x80; unsigned P3109: all ones) and no -0: a zero
+    // result is +0 whatever the sign.
     code = result_is_nan ? f.nan_code : (mag == 0 ? 0u : code);
   } else if (result_is_nan) {
     code = f.nan_code | (negative ? f.sign_mask : 0u);
   }
   if (!f.is_signed) {
     // Unsigned formats (e8m0): zero and negative inputs have no code. ieee: NaN; sat: the
-    // smallest code. Inputs with a set sign bit or zero magnitude land here.
-    const bool unrepresentable = negative || abs_bits == 0;
+    // smallest code. Inputs with a set sign bit or zero magnitude land here. Unsigned
+    // P3109 has a zero: only nonzero negatives (-Inf included) are unrepresentable.
+    const bool unrepresentable =
+        f.is_p3109() ? negative && abs_bits != 0 : negative || abs_bits == 0;
     const uint32_t nan_or_min = (overflow == Overflow::ieee && f.has_nan()) ? f.nan_code : 0u;
     code = unrepresentable ? nan_or_min : code;
   }
@@ -142,7 +166,7 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
     // NaN inputs: the quiet NaN with the input's sign; fnuz's single NaN; formats without
     // NaN follow ml_dtypes, whose NaN there is the -0 code and whose negation flips it.
     code = !f.has_nan() ? (negative ? 0u : f.sign_mask)
-           : (f.specials == Specials::fnuz || !f.is_signed) ? f.nan_code
+           : (f.single_nan() || !f.is_signed) ? f.nan_code
            : f.nan_code | (negative ? f.sign_mask : 0u);
   }
   return code;
@@ -158,7 +182,7 @@ LPX_HD constexpr float decode(uint32_t code, const ElementFormat& f) {
   const int m = f.mantissa_bits;
   const uint32_t exponent_field = mag >> m;
   const uint32_t mantissa = mag & ((1u << m) - 1);
-  const bool is_nan = f.has_nan() && ((f.specials == Specials::fnuz) ? code == f.nan_code
+  const bool is_nan = f.has_nan() && (f.single_nan() ? code == f.nan_code
                                                                       : mag > f.max_magnitude &&
                                                                             mag != f.inf_magnitude);
   const bool is_inf = f.has_inf() && mag == f.inf_magnitude;
@@ -167,9 +191,9 @@ LPX_HD constexpr float decode(uint32_t code, const ElementFormat& f) {
   const int lsb_exponent = (subnormal ? 1 : static_cast<int>(exponent_field)) - f.bias - m;
   const float magnitude = static_cast<float>(significand) * pow2f(lsb_exponent);
   const float value = is_inf ? bits_to_float(kF32InfBits) : magnitude;
-  // fnuz formats have negative values too; only their NaN (the -0 code) decodes unsigned.
+  // fnuz and P3109 formats have negative values too; only their NaN decodes unsigned.
   const uint32_t sign = negative ? kF32SignMask : 0u;
-  const uint32_t nan_sign = f.specials != Specials::fnuz ? sign : 0u;
+  const uint32_t nan_sign = !f.single_nan() ? sign : 0u;
   return is_nan ? bits_to_float(kF32QuietNanBits | nan_sign)
                 : bits_to_float(float_to_bits(value) | sign);
 }

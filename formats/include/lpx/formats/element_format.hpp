@@ -10,6 +10,10 @@
 //   fn    no Inf; the one NaN magnitude is all ones (S.1111.111)   e4m3fn, e8m0fnu
 //   fnuz  no Inf, no -0; the single NaN is the -0 code (0x80)      e4m3fnuz, e5m2fnuz, e4m3b11fnuz
 //   none  every code is finite                                     OCP FP6/FP4, generic eXmY
+//   p3109e, p3109f  IEEE P3109 (p3109_k<K>p<P><s|u><e|f>): one zero, one NaN; signed: NaN =
+//         the -0 code (0x80 for K = 8), extended (e): +-Inf = the largest magnitude code
+//         (0x7F, 0xFF); unsigned: NaN = all ones, extended: +Inf = all ones - 1; finite (f):
+//         no Inf. Precision P counts the implicit bit: M = P - 1 (docs/formats.md#p3109).
 // e8m0fnu is unsigned and has no zero: its exponent field 0 means 2^-127.
 //
 // Integer formats: two's complement (or unsigned) codes, value = code * 2^-frac_bits,
@@ -26,7 +30,7 @@
 
 namespace lpx {
 
-enum class Specials : uint8_t { ieee, fn, fnuz, none };
+enum class Specials : uint8_t { ieee, fn, fnuz, none, p3109e, p3109f };
 enum class Overflow : uint8_t { sat, ieee };
 
 struct ElementFormat {
@@ -48,8 +52,15 @@ struct ElementFormat {
   uint32_t sign_mask = 0;      // 0 for unsigned formats
   uint32_t code_mask = 0;      // (1 << bits) - 1
 
-  LPX_HD constexpr bool has_inf() const { return specials == Specials::ieee; }
+  LPX_HD constexpr bool has_inf() const {
+    return specials == Specials::ieee || specials == Specials::p3109e;
+  }
   LPX_HD constexpr bool has_nan() const { return specials != Specials::none; }
+  LPX_HD constexpr bool is_p3109() const {
+    return specials == Specials::p3109e || specials == Specials::p3109f;
+  }
+  // One unsigned NaN (nan_code) and no -0: a zero result is code 0 whatever the sign.
+  LPX_HD constexpr bool single_nan() const { return specials == Specials::fnuz || is_p3109(); }
   LPX_HD constexpr int emin() const { return 1 - bias; }  // exponent of the min normal
   LPX_HD constexpr int emax() const {  // exponent of the largest finite value
     return is_integer ? (bits - (is_signed ? 1 : 0) - 1 - bias)
@@ -85,6 +96,17 @@ constexpr ElementFormat finalize(ElementFormat f) {
     case Specials::none:
       f.max_magnitude = magnitude_mask;
       break;
+    case Specials::p3109e:
+    case Specials::p3109f: {
+      // Signed: NaN is the -0 code, Inf the largest magnitude. Unsigned (no sign bit): NaN
+      // is all ones and Inf the code below it. Finite domain: that Inf code is the max.
+      const bool ext = f.specials == Specials::p3109e;
+      const uint32_t top = f.is_signed ? magnitude_mask : magnitude_mask - 1;  // Inf or max
+      f.nan_code = f.is_signed ? f.sign_mask : f.code_mask;
+      f.inf_magnitude = ext ? top : 0u;
+      f.max_magnitude = ext ? top - 1 : top;
+      break;
+    }
   }
   return f;
 }
@@ -116,6 +138,28 @@ constexpr ElementFormat make_int_format(std::string_view name, int bits, bool is
   f.bias = static_cast<int16_t>(frac_bits);
   f.specials = Specials::none;
   return finalize(f);
+}
+
+// IEEE P3109 format p3109_k<k>p<p><s|u><e|f> as gfloat defines it: k bits, precision p
+// (implicit bit included, so p - 1 mantissa bits); signed: k - p exponent bits, bias
+// floor(2^(k-p-1)); unsigned: k - p + 1 exponent bits, bias 2^(k-p). Subnormals always.
+// Needs 1 <= p < k <= 16 (format_by_name checks, and that the values are float32s).
+constexpr ElementFormat make_p3109_format(int k, int p, bool is_signed, bool extended) {
+  char name[32] = "p3109_k";
+  int n = 7;
+  const auto put_int = [&](int v) {
+    if (v >= 10) name[n++] = static_cast<char>('0' + v / 10);
+    name[n++] = static_cast<char>('0' + v % 10);
+  };
+  put_int(k);
+  name[n++] = 'p';
+  put_int(p);
+  name[n++] = is_signed ? 's' : 'u';
+  name[n++] = extended ? 'e' : 'f';
+  const int exponent_bits = is_signed ? k - p : k - p + 1;
+  const int bias = is_signed ? (k - p - 1 >= 0 ? 1 << (k - p - 1) : 0) : 1 << (k - p);
+  return make_float_format(std::string_view(name, static_cast<size_t>(n)), exponent_bits, p - 1,
+                           bias, extended ? Specials::p3109e : Specials::p3109f, is_signed);
 }
 
 // The named formats (names as ml_dtypes and PyTorch spell them).

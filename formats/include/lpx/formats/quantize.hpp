@@ -162,6 +162,11 @@ struct QuantizeOptions {
   std::optional<TensorAmax> whole_tensor_amax;
   int threads = 0;  // 0: OpenMP's default; results never depend on it
   QuantizePath path = QuantizePath::fastest;  // results never depend on it either
+  // Caller-given random words, as CastOptions' (docs/formats.md#caller-given-random-bits):
+  // element i (flat index in x) takes random_words[index_offset + i]. CPU only; the
+  // scalar reference runs them.
+  const uint32_t* random_words = nullptr;
+  uint64_t random_words_count = 0;
 };
 
 struct QuantizeStats {

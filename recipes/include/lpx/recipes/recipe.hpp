@@ -27,7 +27,7 @@
 //                         block quantization saturates (Overflow::sat)      required
 //         "scale_rule":   "floor" | "rceil" | "ceil" | "even"   power-of-two scales only;
 //                         overrides the spec's rule                          default: the spec's
-//         "round":        "rne" | "rna" | "rtz" | "rup" | "rdn" | "sr"       default "rne"
+//         "round":        "rne" | "rna" | "rtz" | "rup" | "rdn" | "sr" | "rto" | "sr-fast" | "sr-rne" | "sr-odd"   default "rne"
 //         "sr_bits":      1..32 (random bits per stochastic rounding)        default 32
 //         "headroom_3_4": bool, block formats only (quantize.hpp)            default false
 //         "margin":       int >= 0, fp32-scaled block formats only           default 0

@@ -1,0 +1,58 @@
+// `lpx --format-file F.json COMMAND ...`: user-defined element formats from descriptor
+// files (docs/formats.md#format-descriptor-files), registered before the command runs so
+// that their names go wherever a format name goes.
+#include <string>
+
+#include <fmt/format.h>
+
+#include "json_file.hpp"
+#include "lpx/io/tensor_file.hpp"
+#include "lpx/formats/format_registry.hpp"
+
+namespace lpx::cli {
+
+void load_format_file(const std::string& path) {
+  const nlohmann::ordered_json j = read_json_file(path, io::JsonLimits{size_t{1} << 16, 8});
+  const std::string where = path == "-" ? "<stdin>" : io::printable(path);
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument(fmt::format("{}: {}", where, why));
+  };
+  if (!j.is_object()) fail("a format descriptor is a JSON object");
+  FormatDescriptor d;
+  for (const auto& [key, v] : j.items()) {
+    const auto want_int = [&]() {
+      if (!v.is_number_integer()) fail(fmt::format("\"{}\" must be an integer", key));
+      const auto x = v.get<int64_t>();
+      if (x < -100000 || x > 100000) fail(fmt::format("\"{}\" is out of range", key));
+      return static_cast<int>(x);
+    };
+    if (key == "name") {
+      if (!v.is_string()) fail("\"name\" must be a string");
+      d.name = v.get<std::string>();
+    } else if (key == "signed") {
+      if (!v.is_boolean()) fail("\"signed\" must be true or false");
+      d.is_signed = v.get<bool>();
+    } else if (key == "exponent_bits") {
+      d.exponent_bits = want_int();
+    } else if (key == "mantissa_bits") {
+      d.mantissa_bits = want_int();
+    } else if (key == "bias") {
+      d.bias = want_int();
+    } else if (key == "specials") {
+      if (!v.is_string()) fail("\"specials\" must be a string");
+      d.specials = v.get<std::string>();
+    } else if (key != "notes") {
+      fail(fmt::format("unknown key \"{}\" (allowed: name, signed, exponent_bits, "
+                       "mantissa_bits, bias, specials, notes)", io::printable(key)));
+    }
+  }
+  for (const char* required : {"name", "exponent_bits", "mantissa_bits"})
+    if (!j.contains(required)) fail(fmt::format("missing \"{}\"", required));
+  try {
+    register_format(make_described_format(d));
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+}
+
+}  // namespace lpx::cli
