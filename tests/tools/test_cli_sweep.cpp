@@ -454,3 +454,23 @@ TEST_CASE("sweep: under a fake sbatch that runs every array task, hostile names 
     CHECK(std::find(before.begin(), before.end(), p) != before.end());
   }
 }
+
+TEST_CASE("sweep: with stderr in a file, progress lines name the done count, the runs' steps and an ETA") {
+  TempDir d;
+  const auto r = run_lpx_t("sweep --recipes bf16 --steps 40 --set threads=1 --progress-every 0.2 --out " +
+                           (d / "o").string(), d, 120);
+  REQUIRE(r.status == 0);
+  std::stringstream ss(r.err);
+  int n = 0;
+  for (std::string line; std::getline(ss, line);) {
+    INFO(line);
+    CHECK(line.rfind("progress: ", 0) == 0);
+    CHECK(line.find(" done, ") != std::string::npos);
+    CHECK(line.find(" running, ") != std::string::npos);
+    CHECK(line.find(" runs/min, elapsed ") != std::string::npos);
+    CHECK(line.find(", ETA ") != std::string::npos);
+    ++n;
+  }
+  CHECK(n >= 1);  // two runs of 40 steps take well over 0.2 s
+  CHECK(r.err.find("(step ") != std::string::npos);  // a live run's step, read from its train.log
+}

@@ -468,12 +468,16 @@ void run_sweep(const SweepArgs& a) {
     try {
       if (!fresh && fs::exists(log)) {
         args = {"train", "--out", log.string(), "--resume", "--threads", threads};
+        args.push_back("--progress-every");
+        args.push_back(fmt::format("{}", a.progress_every));
         t.resumed = true;
       } else {
         fs::remove(log);
         args = rest;
         args.push_back("--threads");
         args.push_back(threads);
+        args.push_back("--progress-every");  // the runs' train.log shows progress as often as the sweep
+        args.push_back(fmt::format("{}", a.progress_every));
         args.push_back("--out");
         args.push_back(log.string());
         t.resumed = false;
@@ -624,9 +628,9 @@ const bool registered = register_command(91, [](CLI::App& app) {
       ->allow_extra_args(false);
   cmd->add_flag("--dry-run", a->dry_run, "Print the runs' commands, run nothing");
   cmd->add_option("--progress-every", a->progress_every,
-                  "Seconds between progress lines on stderr when it is not a terminal (0: none)")
+                  "Seconds between progress lines on stderr when it is not a terminal, and in each run's train.log (0: none)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(kFiniteNonNegative);
   cmd->footer(
       "A rerun skips finished runs and resumes the others; a run folder locked by a live process\n"
       "(DIR/<run>/run.lock) is left alone and reported. Runs die with the sweep.\n"
