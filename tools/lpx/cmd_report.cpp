@@ -32,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,6 +47,9 @@
 #include "sweep_spec.hpp"  // printable
 
 namespace lpx::cli {
+#ifdef LPX_REPORT_EMBEDDED
+std::string_view embedded_report_file(std::string_view name);  // report_assets.cpp.in (generated)
+#endif
 namespace {
 
 namespace fs = std::filesystem;
@@ -461,7 +465,19 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// An asset of the report, by its path relative to tools/report: from `assets`, or from the
+// copy embedded in the binary when `assets` is empty (see find_assets).
+std::string asset(const fs::path& assets, const std::string& name) {
+#ifdef LPX_REPORT_EMBEDDED
+  if (assets.empty()) return std::string(embedded_report_file(name));
+#endif
+  return slurp(assets / name);
+}
+
 // tools/report (the template and node_modules), or an error that says how to install it.
+// Order: --assets, $LPX_REPORT_ASSETS, a source tree's tools/report above the binary or the
+// working folder, an installed share/lpx/report beside the binary (PREFIX/bin/lpx), and
+// last the copy embedded in the binary (returned as an empty path).
 fs::path find_assets(const std::string& option) {
   std::vector<fs::path> tried;
   auto ok = [](const fs::path& d) { return fs::exists(d / "node_modules" / "vega-embed" / "build" / "vega-embed.min.js"); };
@@ -476,18 +492,26 @@ fs::path find_assets(const std::string& option) {
         candidates.push_back(d / "tools" / "report");
         if (d == d.parent_path()) break;
       }
+    if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "lpx" / "report");
   }
   for (const auto& c : candidates) {
     if (ok(c) && fs::exists(c / "report.html.in")) return c;
     if (fs::exists(c / "package.json")) tried.push_back(c);
   }
+#ifdef LPX_REPORT_EMBEDDED
+  if (option.empty() && !std::getenv("LPX_REPORT_ASSETS")) return {};
+#endif
   if (!option.empty() || std::getenv("LPX_REPORT_ASSETS"))
     throw std::runtime_error(fmt::format("report: {}: no tools/report with node_modules (vega, vega-lite, vega-embed) there; "
                                          "run tools/install-deps.sh (npm ci in tools/report)", candidates.front().string()));
+#ifndef LPX_REPORT_EMBEDDED
   throw std::runtime_error(fmt::format(
       "report: the charting library (vega, vega-lite, vega-embed in tools/report/node_modules) is missing{}; "
       "run tools/install-deps.sh (npm ci in tools/report), or pass --assets DIR / set LPX_REPORT_ASSETS",
       tried.empty() ? "" : fmt::format(" in {}", tried.front().string())));
+#else
+  return {};
+#endif
 }
 
 // Inline <script> text must not close its element: "</script" becomes "<\/script" (the
@@ -598,8 +622,7 @@ std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const cha
 }
 
 void write_html(const Report& rep, const fs::path& assets) {
-  const std::string templ = slurp(assets / "report.html.in");
-  const fs::path nm = assets / "node_modules";
+  const std::string templ = asset(assets, "report.html.in");
   std::string body;
   json charts = json::array();
   body += fmt::format("<h1>lpx report: {}</h1>\n<p class=\"muted\">{} run(s). Thresholds: <code>{}</code></p>\n",
@@ -650,9 +673,9 @@ void write_html(const Report& rep, const fs::path& assets) {
   }
   const std::map<std::string, std::string> subst = {
       {"TITLE", esc("lpx report: " + rep.dir)},
-      {"VEGA", script_safe(slurp(nm / "vega" / "build" / "vega.min.js"))},
-      {"VEGA_LITE", script_safe(slurp(nm / "vega-lite" / "build" / "vega-lite.min.js"))},
-      {"VEGA_EMBED", script_safe(slurp(nm / "vega-embed" / "build" / "vega-embed.min.js"))},
+      {"VEGA", script_safe(asset(assets, "node_modules/vega/build/vega.min.js"))},
+      {"VEGA_LITE", script_safe(asset(assets, "node_modules/vega-lite/build/vega-lite.min.js"))},
+      {"VEGA_EMBED", script_safe(asset(assets, "node_modules/vega-embed/build/vega-embed.min.js"))},
       {"BODY", body},
       {"CHARTS", script_safe(charts.dump(-1, ' ', false, json::error_handler_t::replace))}};
   // one pass over the template, so inlined text is never searched for markers
