@@ -108,6 +108,10 @@ TEST_CASE("report: one self-contained HTML page") {
     CHECK(html.find(m) == std::string::npos);
   CHECK(html.find("src=\"http") == std::string::npos);  // nothing loaded from the network
   CHECK(html.find("mxfp4-s0") != std::string::npos);
+  // "final loss" says what it is; the thresholds are a table, one row per threshold
+  CHECK(html.find("<th>final loss (mean of last 8 steps)</th>") != std::string::npos);
+  CHECK(html.find("<table class=\"thresholds\">") != std::string::npos);
+  CHECK(html.find("<tr><td>smooth</td><td>8</td></tr>") != std::string::npos);
   // a missing library is a clear error
   const auto e = run_lpx("report " + sw.string() + " --assets " + d.path().string(), d);
   CHECK(e.status == 1);

@@ -406,7 +406,12 @@ std::string table_row_cells(const Run& r) {
                      o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
                      o.lead_time ? fmt::format("{}", *o.lead_time) : "-", r.finished ? "yes" : "no");
 }
-const char* kHeader = "run|recipe|seed|swept config|final loss|gap to reference|first flag|divergence|lead time|finished";
+// "final loss" is the mean of the last `smooth` steps (tail_mean), and the header says so.
+std::string header(const Report& rep) {
+  return fmt::format("run|recipe|seed|swept config|final loss (mean of last {} steps)|gap to reference|first flag|"
+                     "divergence|lead time|finished",
+                     std::max(1, rep.thresholds.smooth));
+}
 
 std::string markdown(const Report& rep) {
   std::string o;
@@ -423,9 +428,9 @@ std::string markdown(const Report& rep) {
     for (char c : cells) row += c == '|' ? std::string(" | ") : std::string(1, c);
     return "| " + row + " |\n";
   };
-  fmt::format_to(out, "## Runs\n\n{}", md_row(kHeader));
+  fmt::format_to(out, "## Runs\n\n{}", md_row(header(rep)));
   std::string rule = "|";
-  for (char c : std::string(kHeader) + "|") if (c == '|') rule += "---|";
+  for (char c : header(rep) + "|") if (c == '|') rule += "---|";
   fmt::format_to(out, "{}\n", rule);
   for (const auto& r : rep.runs) fmt::format_to(out, "{}", md_row(table_row_cells(*r)));
   fmt::format_to(out, "\n## Verdicts\n\n");
@@ -625,8 +630,19 @@ void write_html(const Report& rep, const fs::path& assets) {
   const std::string templ = asset(assets, "report.html.in");
   std::string body;
   json charts = json::array();
-  body += fmt::format("<h1>lpx report: {}</h1>\n<p class=\"muted\">{} run(s). Thresholds: <code>{}</code></p>\n",
-                      esc(rep.dir), rep.runs.size(), esc(rep.thresholds.to_json()));
+  // the detector thresholds as a two-column table (folded), not one long JSON line
+  std::string thr = "<details><summary>Detector thresholds</summary>\n<table class=\"thresholds\">\n"
+                    "<tr><th>threshold</th><th>value</th></tr>\n";
+  try {
+    const json t = json::parse(rep.thresholds.to_json());
+    for (auto it = t.begin(); it != t.end(); ++it)
+      thr += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", esc(it.key()), esc(it.value().dump()));
+  } catch (const json::exception&) {
+    thr += fmt::format("<tr><td colspan=\"2\"><code>{}</code></td></tr>\n", esc(rep.thresholds.to_json()));
+  }
+  thr += "</table></details>\n";
+  body += fmt::format("<h1>lpx report: {}</h1>\n<p class=\"muted\">{} run(s).</p>\n{}", esc(rep.dir),
+                      rep.runs.size(), thr);
   if (!rep.missing.empty()) {
     body += "<h2>Missing or incomplete</h2>\n<ul class=\"missing\">\n";
     for (const auto& m : rep.missing) body += fmt::format("<li>{}</li>\n", esc(m));
@@ -636,7 +652,7 @@ void write_html(const Report& rep, const fs::path& assets) {
     body += "<h2>Verdicts</h2>\n<ul>\n";
     for (const auto& [recipe, v] : verdicts(rep)) body += fmt::format("<li><b>{}</b>: {}</li>\n", esc(recipe), esc(v));
     body += "</ul>\n<h2>Runs</h2>\n<table>\n<tr>";
-    std::stringstream hs(kHeader);
+    std::stringstream hs(header(rep));
     for (std::string h; std::getline(hs, h, '|');) body += fmt::format("<th>{}</th>", esc(h));
     body += "</tr>\n";
     for (const auto& r : rep.runs) {
