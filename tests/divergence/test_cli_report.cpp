@@ -265,3 +265,16 @@ TEST_CASE("report: a failed write (full disk, file-size limit) is an error, exit
     CHECK_FALSE(fs::exists(sw / ".report.html.tmp"));
   }
 }
+
+TEST_CASE("report: a run whose recipe quantized nothing below BF16 is marked in the table") {
+  TempDir d;
+  // sub4-e2m0 keeps the first and last layer in BF16: on a 2-layer MLP that is every layer
+  const auto s = run_lpx("sweep --recipes sub4-e2m0,mxfp8 --steps 3 --set hidden=8 --set batch=8 --progress-every 0 "
+                         "--out " + (d / "s").string(), d);
+  REQUIRE(s.status == 0);
+  const auto r = run_lpx("report " + (d / "s").string() + " --format md", d);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("| sub4-e2m0 (nothing quantized below BF16) |") != std::string::npos);
+  CHECK(r.out.find("| mxfp8 (nothing") == std::string::npos);
+  CHECK(r.out.find("| fp32 (nothing") == std::string::npos);
+}

@@ -398,9 +398,22 @@ std::vector<std::pair<std::string, std::string>> verdicts(const Report& rep) {
   return out;
 }
 
+// True when the log says what every quantizer applied and none went below BF16 (every
+// layer kept in high precision, as sub4-e2m0 does on the 2-layer MLP): the run compares
+// nothing low-precision, so the table says so (issue 16 item 6). fp32 and bf16 recipes
+// mean to do exactly that and are not marked.
+bool quantized_nothing(const Run& r) {
+  const auto& applied = r.log.quant.applied;
+  if (applied.empty() || r.log.header.recipe == "fp32" || r.log.header.recipe == "bf16") return false;
+  for (const auto& a : applied)
+    if (!a.element.empty() && a.element != "float32" && a.element != "bfloat16") return false;  // "": role not run
+  return true;
+}
+
 std::string table_row_cells(const Run& r) {
   const auto& o = r.outcome;
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe, r.log.header.seed, config_text(r.swept),
+  return fmt::format("{}|{}{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe,
+                     quantized_nothing(r) ? " (nothing quantized below BF16)" : "", r.log.header.seed, config_text(r.swept),
                      fmt_num(r.final_loss), r.ref ? fmt::format("{:+.2f}%", 100 * r.gap) : (r.reference ? "reference" : "-"),
                      o.flagged ? fmt::format("{} ({})", o.first_flag_step, o.first_flag_detector) : "-",
                      o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
