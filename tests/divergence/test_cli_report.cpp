@@ -112,6 +112,12 @@ TEST_CASE("report: one self-contained HTML page") {
   CHECK(html.find("<th>final loss (mean of last 8 steps)</th>") != std::string::npos);
   CHECK(html.find("<table class=\"thresholds\">") != std::string::npos);
   CHECK(html.find("<tr><td>smooth</td><td>8</td></tr>") != std::string::npos);
+  // a smoothing toggle over the raw curves, the reference apart, flags in the legend, and
+  // heatmaps of one quantity on one colour scale
+  CHECK(html.find("smoothed (trailing mean of 8 steps)") != std::string::npos);
+  CHECK(html.find("\"strokeDash\"") != std::string::npos);
+  CHECK(html.find("flag (detector)") != std::string::npos);
+  CHECK(html.find("\"domain\":[0,") != std::string::npos);
   // a missing library is a clear error
   const auto e = run_lpx("report " + sw.string() + " --assets " + d.path().string(), d);
   CHECK(e.status == 1);

@@ -552,9 +552,21 @@ json loss_chart(const Report& rep) {
   for (const auto& r : rep.runs) {
     const auto& s = r->series;
     const size_t st = stride_for(s.rows(), 400);
+    // the trailing mean of `smooth` steps (the detectors' smoothing, detectors.hpp), from the
+    // full series before the curve is thinned to ~400 points
+    const size_t k = static_cast<size_t>(std::max(1, rep.thresholds.smooth));
+    std::vector<double> smooth(s.rows(), NAN);
+    double sum = 0;
+    size_t finite = 0;
+    for (size_t i = 0; i < s.rows(); ++i) {
+      if (std::isfinite(s.loss[i])) sum += s.loss[i], ++finite;
+      if (i >= k && std::isfinite(s.loss[i - k])) sum -= s.loss[i - k], --finite;
+      if (finite == std::min(i + 1, k)) smooth[i] = sum / static_cast<double>(finite);
+    }
     for (size_t i = 0; i < s.rows(); ++i) {
       if (i % st != 0 && i + 1 != s.rows()) continue;
-      values.push_back({{"run", r->name}, {"step", s.step[i]}, {"loss", num(s.loss[i])}, {"reference", r->reference}});
+      values.push_back({{"run", r->name}, {"step", s.step[i]}, {"loss", num(s.loss[i])}, {"smoothed", num(smooth[i])},
+                        {"reference", r->reference}});
       if (std::isfinite(s.loss[i])) ymin = std::min(ymin, s.loss[i]);
     }
     if (r->reference || !r->ref)
@@ -572,15 +584,39 @@ json loss_chart(const Report& rep) {
   if (!std::isfinite(ymin)) ymin = 0;
   const json y = {{"field", "loss"}, {"type", "quantitative"}, {"title", "training loss"},
                   {"scale", {{"domain", {std::max(0.0, ymin * 0.9), ymax * 1.5}}, {"clamp", true}}}};
+  // runs in distinct colours (10 before any repeats); the reference black, thick and dashed
+  const json color = {{"field", "run"},
+                      {"type", "nominal"},
+                      {"scale", {{"scheme", "tableau10"}}},
+                      {"condition", {{"test", "datum.reference"}, {"value", "black"}}}};
   json line;
   line["data"] = {{"values", values}};
   line["transform"] = json::array({json{{"filter", "isValid(datum.loss) && isFinite(datum.loss)"}}});
   line["mark"] = {{"type", "line"}, {"clip", true}};
   line["encoding"]["x"] = {{"field", "step"}, {"type", "quantitative"}};
   line["encoding"]["y"] = y;
-  line["encoding"]["color"] = {{"field", "run"}, {"type", "nominal"}};
-  line["encoding"]["strokeWidth"] = {{"condition", {{"test", "datum.reference"}, {"value", 3}}}, {"value", 1.3}};
+  line["encoding"]["color"] = color;
+  line["encoding"]["detail"] = {{"field", "run"}, {"type", "nominal"}};
+  // the raw curve stays visible, faint, under the smoothed one (checkbox "smoothed")
+  line["encoding"]["opacity"] = {{"condition", {{"test", "smoothed"}, {"value", 0.3}}}, {"value", 1}};
+  line["encoding"]["strokeWidth"] = {{"condition", {{"test", "datum.reference"}, {"value", 2.5}}}, {"value", 1.2}};
+  line["encoding"]["strokeDash"] = {{"condition", {{"test", "datum.reference"}, {"value", json::array({6, 3})}}},
+                                    {"value", json::array({1, 0})}};
   line["encoding"]["tooltip"] = json::array({json{{"field", "run"}}, json{{"field", "step"}}, json{{"field", "loss"}}});
+  const json params = json::array({json{{"name", "smoothed"},
+                                     {"value", true},
+                                     {"bind", {{"input", "checkbox"},
+                                               {"name", fmt::format("smoothed (trailing mean of {} steps) ",
+                                                                    std::max(1, rep.thresholds.smooth))}}}}});
+  json smoothed;
+  smoothed["data"] = {{"values", values}};
+  smoothed["transform"] = json::array({json{{"filter", "smoothed && isValid(datum.smoothed) && isFinite(datum.smoothed)"}}});
+  smoothed["mark"] = {{"type", "line"}, {"clip", true}};
+  smoothed["encoding"] = line["encoding"];
+  smoothed["encoding"].erase("opacity");
+  smoothed["encoding"]["y"]["field"] = "smoothed";
+  smoothed["encoding"]["tooltip"] =
+      json::array({json{{"field", "run"}}, json{{"field", "step"}}, json{{"field", "smoothed"}}});
   json marks;
   marks["data"] = {{"values", flags}};
   marks["transform"] = json::array(
@@ -588,21 +624,25 @@ json loss_chart(const Report& rep) {
   marks["mark"] = {{"type", "point"}, {"shape", "triangle-down"}, {"size", 80}, {"filled", true}, {"clip", true}};
   marks["encoding"]["x"] = {{"field", "step"}, {"type", "quantitative"}};
   marks["encoding"]["y"] = {{"field", "y"}, {"type", "quantitative"}, {"scale", y["scale"]}};
-  marks["encoding"]["color"] = {{"field", "run"}, {"type", "nominal"}};
-  marks["encoding"]["shape"] = {{"field", "detector"}, {"type", "nominal"}};
+  marks["encoding"]["color"] = color;
+  // one shape per detector, every one in the legend
+  marks["encoding"]["shape"] = {{"field", "detector"}, {"type", "nominal"}, {"legend", {{"title", "flag (detector)"}}}};
   marks["encoding"]["tooltip"] = json::array({json{{"field", "what"}}});
   json spec;
   spec["$schema"] = "https://vega.github.io/schema/vega-lite/v6.json";
   spec["width"] = 760;
   spec["height"] = 360;
-  spec["layer"] = json::array({line});
+  spec["params"] = params;  // a variable (checkbox), so at the top of the layered spec
+  spec["layer"] = json::array({line, smoothed});
   if (!flags.empty()) spec["layer"].push_back(marks);
   return spec;
 }
 
 // Heatmap of one statistic for one run: rows layer/operand, columns step bins (mean of the
 // finite rows in the bin).
-std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const char* title) {
+// `domain_max`: the largest value of this statistic over every run, so all maps of one
+// quantity share one colour scale and read against each other.
+std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const char* title, double domain_max) {
   const auto& s = r.series;
   const size_t n = s.rows(), L = s.layers.size(), R = s.roles.size();
   if (a.size() < n * L * R || n == 0 || L * R == 0) return std::nullopt;
@@ -633,7 +673,7 @@ std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const cha
   spec["mark"] = "rect";
   spec["encoding"]["x"] = {{"field", "step"}, {"type", "ordinal"}, {"axis", {{"labelOverlap", true}}}};
   spec["encoding"]["y"] = {{"field", "operand"}, {"type", "nominal"}, {"sort", nullptr}, {"title", nullptr}};
-  spec["encoding"]["color"] = {{"field", "pct"}, {"type", "quantitative"}, {"title", "%"}, {"scale", {{"scheme", "orangered"}, {"domainMin", 0}}}};
+  spec["encoding"]["color"] = {{"field", "pct"}, {"type", "quantitative"}, {"title", "%"}, {"scale", {{"scheme", "orangered"}, {"domain", json::array({0, domain_max > 0 ? domain_max : 1})}}}};
   spec["encoding"]["tooltip"] = json::array({json{{"field", "operand"}}, json{{"field", "step"}}, json{{"field", "to"}},
                                              json{{"field", "pct"}, {"format", ".3f"}}});
   return spec;
@@ -675,15 +715,22 @@ void write_html(const Report& rep, const fs::path& assets) {
       for (std::string c; std::getline(cs, c, '|');) body += fmt::format("<td>{}</td>", esc(c));
       body += "</tr>\n";
     }
-    body += "</table>\n<h2>Loss curves (reference thick; triangles: flags)</h2>\n<div id=\"chart-loss\"></div>\n";
+    body += "</table>\n<h2>Loss curves (reference black, dashed; smoothed over the faint raw curve; shapes: flags by detector)</h2>\n<div id=\"chart-loss\"></div>\n";
     charts.push_back({{"id", "chart-loss"}, {"spec", loss_chart(rep)}});
     body += "<h2>Per-layer underflow (% of nonzero elements flushed to zero) and saturation (% clipped)</h2>\n";
     int k = 0;
+    double max_flushed = 0, max_saturated = 0;  // one colour scale per quantity across runs
+    for (const auto& r : rep.runs) {
+      for (float x : r->series.flushed_pct)
+        if (std::isfinite(x)) max_flushed = std::max(max_flushed, static_cast<double>(x));
+      for (float x : r->series.saturated_pct)
+        if (std::isfinite(x)) max_saturated = std::max(max_saturated, static_cast<double>(x));
+    }
     for (const auto& r : rep.runs) {
       std::string row;
       for (auto [arr, title] : {std::pair{&r->series.flushed_pct, "flushed %"},
                                 std::pair{&r->series.saturated_pct, "saturated %"}}) {
-        if (auto spec = heatmap(*r, *arr, title)) {
+        if (auto spec = heatmap(*r, *arr, title, arr == &r->series.flushed_pct ? max_flushed : max_saturated)) {
           const std::string id = fmt::format("chart-heat-{}", k++);
           row += fmt::format("<div id=\"{}\"></div>", id);
           charts.push_back({{"id", id}, {"spec", *spec}});
