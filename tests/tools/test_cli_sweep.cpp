@@ -474,3 +474,30 @@ TEST_CASE("sweep: with stderr in a file, progress lines name the done count, the
   CHECK(n >= 1);  // two runs of 40 steps take well over 0.2 s
   CHECK(r.err.find("(step ") != std::string::npos);  // a live run's step, read from its train.log
 }
+
+TEST_CASE("sweep: the spec's slurm object sets the job; the command line overrides it; it is checked for any launcher") {
+  TempDir d;
+  std::ofstream(d / "spec.json") << R"({"grid": {"recipe": ["mxfp8"]}, "steps": 2,
+    "slurm": {"partition": "p1", "time": "30", "mem": "2G", "account": "acc", "cpus_per_task": 2,
+              "sbatch_args": ["--qos=low"]}})";
+  const auto r = run_lpx_t("sweep " + (d / "spec.json").string() + " --launcher slurm --slurm-time 45 "
+                           "--sbatch-arg=--comment=x --out " + (d / "o").string(), d);
+  REQUIRE(r.status == 0);
+  const std::string s = slurp(d / "o" / "sweep.sbatch");
+  for (const char* want : {"#SBATCH --partition=p1\n", "#SBATCH --time=45\n", "#SBATCH --mem=2G\n",
+                           "#SBATCH --account=acc\n", "#SBATCH --cpus-per-task=2\n", "#SBATCH --qos=low\n",
+                           "#SBATCH --comment=x\n"}) {
+    INFO(want);
+    CHECK(s.find(want) != std::string::npos);
+  }
+  for (const std::string bad : {R"("slurm": {"time": "1h"})", R"("slurm": {"mem": 4})", R"("slurm": {"nodes": 2})",
+                                R"("slurm": {"cpus_per_task": 0})", R"("slurm": {"sbatch_args": ["--array=1"]})",
+                                R"("slurm": {"sbatch_args": "--qos=low"})", R"("slurm": [])"}) {
+    std::ofstream(d / "bad.json", std::ios::trunc) << R"({"grid": {"recipe": ["mxfp8"]}, )" + bad + "}";
+    const auto b = run_lpx_t("sweep " + (d / "bad.json").string() + " --steps 2 --out " + (d / "b").string(), d);
+    INFO(bad << " -> " << b.err);
+    CHECK(b.status == 2);
+    CHECK(b.err_lines() == 1);
+    CHECK_FALSE(fs::exists(d / "b"));
+  }
+}

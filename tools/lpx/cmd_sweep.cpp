@@ -22,6 +22,10 @@
 //     "fixed":     {"batch": 64, "threads": 1}, keys applied to every run (reference too)
 //     "detectors": {"loss_spike_z": 6},         thresholds for lpx report (detectors.hpp)
 //     "jobs": 2, "out": "runs/fmt-scale"        defaults for --jobs / --out
+//     "slurm":     {"partition": "gpu", "time": "2:00:00", "mem": "8G", "account": "a",
+//                   "cpus_per_task": 4, "sbatch_args": ["--qos=low"]}
+//                                               defaults for --slurm-* / --sbatch-arg (README
+//                                               "Sweeps on Slurm"); checked for any launcher
 //   }
 // Run keys are `lpx train` options: recipe lr batch steps eval_every checkpoint_every
 // stats_every weight_decay hidden activation layers channels heads context threads data.
@@ -102,9 +106,9 @@ bool matches(const std::string& s, const char* re) { return std::regex_match(s, 
 // Checks the Slurm options before anything is read or written: one line each, exit 2
 // (docs/input-policy.md). The formats are sbatch's own (man sbatch: --time, --mem); a name
 // (partition, account) is a word of letters, digits and ._- (partitions: comma-separated).
-void check_slurm_options(const SweepArgs& a) {
-  const SlurmOptions& s = a.slurm;
-  if (a.launcher != "slurm" && s.any())
+// `s`: the command line's options over the spec's "slurm" object (merge_slurm).
+void check_slurm_options(const SweepArgs& a, const SlurmOptions& s) {
+  if (a.launcher != "slurm" && a.slurm.any())
     throw UsageError("sweep: --slurm-* and --sbatch-arg options need --launcher slurm");
   if (s.time_given && !matches(s.time, R"(\d{1,9}(:\d{1,2}){0,2}|\d{1,9}-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE)"))
     throw UsageError(fmt::format("sweep: --slurm-time '{}' is not a Slurm time (MINUTES, MM:SS, HH:MM:SS, D-HH, "
@@ -140,6 +144,30 @@ void check_slurm_options(const SweepArgs& a) {
   // before anything is written: nothing half-done when sbatch is missing
   if (a.submit && std::system("command -v sbatch >/dev/null 2>&1") != 0)
     throw std::runtime_error("sweep: --submit needs sbatch (Slurm) on PATH; nothing was written or submitted");
+}
+
+// The spec's "slurm" object (types checked by parse_sweep_spec) under the command line's
+// options: a --slurm-* option replaces its key, --sbatch-arg options come after the spec's.
+SlurmOptions merge_slurm(const SlurmOptions& cli, const nlohmann::ordered_json& spec) {
+  SlurmOptions s = cli;
+  if (!spec.is_object()) return s;
+  auto take = [&](const char* key, std::string& v, bool& given) {
+    if (!given && spec.contains(key)) {
+      v = spec[key].get<std::string>();
+      given = true;
+    }
+  };
+  take("partition", s.partition, s.partition_given);
+  take("time", s.time, s.time_given);
+  take("mem", s.mem, s.mem_given);
+  take("account", s.account, s.account_given);
+  if (s.cpus == 0 && spec.contains("cpus_per_task")) s.cpus = spec["cpus_per_task"].get<int>();
+  if (spec.contains("sbatch_args")) {
+    std::vector<std::string> extra = spec["sbatch_args"].get<std::vector<std::string>>();
+    extra.insert(extra.end(), cli.extra.begin(), cli.extra.end());
+    s.extra = extra;
+  }
+  return s;
 }
 
 // A word of an #SBATCH line as sbatch reads it: a backslash takes the next character as
@@ -380,7 +408,8 @@ struct Progress {
 
 void run_sweep(const SweepArgs& a) {
   if (a.submit && a.launcher != "slurm") throw UsageError("sweep: --submit needs --launcher slurm");
-  check_slurm_options(a);
+  if (a.launcher != "slurm" && a.slurm.any())  // before the spec is read: the first thing wrong
+    throw UsageError("sweep: --slurm-* and --sbatch-arg options need --launcher slurm");
   std::string text = "{}", origin = "the command line";
   SweepOverrides o = a.o;
   if (!a.spec.empty()) {
@@ -393,6 +422,10 @@ void run_sweep(const SweepArgs& a) {
     o.default_name = fs::path(a.spec).stem().string();
   }
   const SweepSpec spec = parse_sweep_spec(text, origin, o);
+  // the whole spec's Slurm settings are checked even for a local sweep, so a spec that will
+  // go to the cluster later is refused now rather than there
+  const SlurmOptions slurm = merge_slurm(a.slurm, spec.slurm);
+  check_slurm_options(a, slurm);
   const std::vector<SweepRun>& runs = spec.runs;
   const std::string out = !a.out.empty() ? a.out : spec.out;
   if (out.empty()) throw UsageError("sweep: --out DIR is required (or \"out\" in the spec)");
@@ -422,7 +455,7 @@ void run_sweep(const SweepArgs& a) {
     return write_stdout(listing, "sweep");
   }
   // a Slurm array runs as many tasks at once as the cluster gives unless --jobs asks for fewer
-  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, a.jobs, a.slurm, exe, spec.name, a.submit);
+  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, a.jobs, slurm, exe, spec.name, a.submit);
 
   // local: a queue of runs, at most `jobs` children
   struct Task {
