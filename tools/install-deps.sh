@@ -14,6 +14,7 @@ packages=(
   chromium                      # tests/browser: headless check of lpx report's page
   python3-dev python3-numpy pybind11-dev python3-pytest   # python/: the lpx module and its tests
   python3-torch                 # python/lpx/torch.py (lpx.torch) and its tests
+  slurmctld slurmd slurm-client munge hdf5-tools   # tests/slurm: a one-node Slurm cluster (tools/slurm/local-cluster.sh); h5dump compares losses
 )
 
 missing=()

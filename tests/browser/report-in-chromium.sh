@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Browser check of `lpx report` (run by tools/test.sh after ctest): a tiny real sweep, its
+# Browser check of `lpx report` (run by tools/test.sh after ctest): a tiny real sweep, the
+# installed lpx's report of it (README "Installing"), its
 # report.html opened in headless Debian Chromium, offline. Passes when every chart rendered
 # (body[data-charts] = "rendered N") and no script error was recorded (#errors empty).
 # The screenshot is kept as build/artifacts/report.png.
@@ -15,8 +16,11 @@ chromium="$(command -v chromium || command -v chromium-browser || true)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$build/artifacts"
-"$lpx" sweep --recipes mxfp8,mxfp4-rne --steps 16 --set batch=32 --set threads=1 --jobs 2 --out "$work/sweep" >/dev/null
-LPX_REPORT_ASSETS="$PWD/tools/report" "$lpx" report "$work/sweep" >/dev/null
+"$lpx" sweep --recipes mxfp8,mxfp4-rne --steps 16 --set batch=32 --set threads=1 --jobs 2 --progress-every 0 --out "$work/sweep" >/dev/null
+# the report of an installed lpx (cmake --install into a temporary prefix), run from a
+# folder outside the source tree: its chart library comes from the binary or share/lpx
+cmake --install "$build" --prefix "$work/prefix" >/dev/null
+(cd "$work" && env -u LPX_REPORT_ASSETS "$work/prefix/bin/lpx" report "$work/sweep" >/dev/null)
 flags=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking
        --disable-component-update --disable-sync --virtual-time-budget=20000)
 url="file://$work/sweep/report.html"

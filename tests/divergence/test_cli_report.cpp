@@ -108,6 +108,16 @@ TEST_CASE("report: one self-contained HTML page") {
     CHECK(html.find(m) == std::string::npos);
   CHECK(html.find("src=\"http") == std::string::npos);  // nothing loaded from the network
   CHECK(html.find("mxfp4-s0") != std::string::npos);
+  // "final loss" says what it is; the thresholds are a table, one row per threshold
+  CHECK(html.find("<th>final loss (mean of last 8 steps)</th>") != std::string::npos);
+  CHECK(html.find("<table class=\"thresholds\">") != std::string::npos);
+  CHECK(html.find("<tr><td>smooth</td><td>8</td></tr>") != std::string::npos);
+  // a smoothing toggle over the raw curves, the reference apart, flags in the legend, and
+  // heatmaps of one quantity on one colour scale
+  CHECK(html.find("smoothed (trailing mean of 8 steps)") != std::string::npos);
+  CHECK(html.find("\"strokeDash\"") != std::string::npos);
+  CHECK(html.find("flag (detector)") != std::string::npos);
+  CHECK(html.find("\"domain\":[0,") != std::string::npos);
   // a missing library is a clear error
   const auto e = run_lpx("report " + sw.string() + " --assets " + d.path().string(), d);
   CHECK(e.status == 1);
@@ -260,4 +270,17 @@ TEST_CASE("report: a failed write (full disk, file-size limit) is an error, exit
     CHECK_FALSE(fs::exists(sw / "report.html"));
     CHECK_FALSE(fs::exists(sw / ".report.html.tmp"));
   }
+}
+
+TEST_CASE("report: a run whose recipe quantized nothing below BF16 is marked in the table") {
+  TempDir d;
+  // sub4-e2m0 keeps the first and last layer in BF16: on a 2-layer MLP that is every layer
+  const auto s = run_lpx("sweep --recipes sub4-e2m0,mxfp8 --steps 3 --set hidden=8 --set batch=8 --progress-every 0 "
+                         "--out " + (d / "s").string(), d);
+  REQUIRE(s.status == 0);
+  const auto r = run_lpx("report " + (d / "s").string() + " --format md", d);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("| sub4-e2m0 (nothing quantized below BF16) |") != std::string::npos);
+  CHECK(r.out.find("| mxfp8 (nothing") == std::string::npos);
+  CHECK(r.out.find("| fp32 (nothing") == std::string::npos);
 }

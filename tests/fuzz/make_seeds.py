@@ -294,6 +294,10 @@ def sweep_seeds():
         "bad-detectors": {"grid": {"recipe": ["fp32"]}, "detectors": {"loss_spike_z": "high"}},
         "bad-grid-not-list": {"grid": {"recipe": "fp32"}},
         "bad-runs-not-objects": {"runs": ["fp32"]},
+        "valid-slurm": {"grid": {"recipe": ["fp32"]}, "slurm": {"partition": "gpu", "time": "1-02:00:00", "mem": "4G",
+                                                              "account": "a", "cpus_per_task": 2,
+                                                              "sbatch_args": ["--qos=low"]}},
+        "bad-slurm-key": {"grid": {"recipe": ["fp32"]}, "slurm": {"nodes": 2}},
     }
     out = {k: json.dumps(v, indent=1).encode() for k, v in seeds.items()}
     out["bad-duplicate-key"] = b'{"grid": {"recipe": ["fp32"]}, "steps": 3, "steps": 5}'

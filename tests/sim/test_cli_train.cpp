@@ -111,7 +111,7 @@ TEST_CASE("lpx train: out-of-range numbers are usage errors, never replaced by d
                           "--seed 18446744073709551616", "--seed 1e23", "--seed 0x10", "--steps 0",
                           "--steps -5", "--threads 100000", "--threads -1", "--weight-decay nan",
                           "--weight-decay -0.1", "--eval-every -1", "--checkpoint-every -2",
-                          "--stats-every -1"}) {
+                          "--stats-every -1", "--progress-every -1", "--progress-every nan"}) {
     INFO(bad);
     const std::string cmd = std::string(LPX_BINARY) + " train --model gpt --steps 2 --out " + out + " " + bad;
     const int s = std::system((cmd + " >/dev/null 2>" + err).c_str());
@@ -149,5 +149,32 @@ TEST_CASE("lpx train --resume refuses a logged config out of range as bad data",
   for (std::string line; std::getline(f, line);) lines.push_back(line);
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "lpx: " + log + ": training config: batch must be in [0, 65536] (0: the model's default)");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("lpx train: with stderr in a file, a plain progress line every --progress-every seconds", "[cli]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_progress_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string err = (dir / "err.txt").string();
+  auto lines_of = [&](const std::string& every) {
+    const std::string cmd = std::string(LPX_BINARY) + " train --model mlp --steps 40 --threads 1 --progress-every " +
+                            every + " >/dev/null 2>" + err;
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    std::ifstream f(err);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(f, line);) lines.push_back(line);
+    return lines;
+  };
+  const auto lines = lines_of("0.05");
+  REQUIRE_FALSE(lines.empty());  // 40 steps of the 256-wide MLP take well over 0.05 s
+  for (const auto& l : lines) {
+    INFO(l);
+    CHECK(l.rfind("progress: step ", 0) == 0);  // plain lines: no \r, no escape codes
+    CHECK(l.find('\r') == std::string::npos);
+    CHECK(l.find("/40  loss ") != std::string::npos);
+    CHECK(l.find(" img/s  elapsed ") != std::string::npos);
+    CHECK(l.find("  ETA ") != std::string::npos);
+  }
+  CHECK(lines_of("0").empty());
   std::filesystem::remove_all(dir);
 }

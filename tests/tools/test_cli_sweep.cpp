@@ -4,6 +4,7 @@
 // errors. The kill tests need the log reader: tests/divergence/test_cli_sweep_resume.cpp.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "cli_runner.hpp"
@@ -305,7 +306,7 @@ TEST_CASE("sweep: the Slurm script quotes every value; run from another folder, 
   const std::string run = "it_s___touch_PWNED___1-s0";
   const std::vector<std::string> want = {"train", "--seed", "0", "--model", "mlp", "--steps", "2",
                                          "--recipe", fs::absolute(recipe).lexically_normal().string(),
-                                         "--checkpoint-every", "1", "--out", (out / run / "run.h5").string()};
+                                         "--checkpoint-every", "1", "--threads", "1", "--out", (out / run / "run.h5").string()};
   CHECK(got == want);
   CHECK(fs::exists(out / run / "done"));
   for (const auto& e : fs::recursive_directory_iterator(d.path())) CHECK(e.path().filename() != "PWNED");
@@ -352,4 +353,151 @@ TEST_CASE("sweep: a failed write to standard output is an error") {
   CHECK(WIFEXITED(raw));
   CHECK(WEXITSTATUS(raw) == 1);
   CHECK(slurp(d / "err.txt").find("cannot write to standard output") != std::string::npos);
+}
+
+// ---- Slurm job settings (README "Sweeps on Slurm") -------------------------------------
+
+TEST_CASE("sweep: Slurm job settings reach the script; the array is unlimited unless --jobs asks") {
+  TempDir d;
+  const fs::path out = d / "o";
+  const auto r = run_lpx_t("sweep --recipes mxfp8 --seeds 2 --steps 2 --launcher slurm --slurm-partition gpu,cpu "
+                           "--slurm-time 1-02:30:00 --slurm-mem 4G --slurm-account proj_1 --slurm-cpus-per-task 3 "
+                           "--sbatch-arg=--qos=low --sbatch-arg '--comment=a b' --out " + out.string(), d);
+  REQUIRE(r.status == 0);
+  const std::string s = slurp(out / "sweep.sbatch");
+  for (const char* want : {"#SBATCH --array=0-3\n", "#SBATCH --cpus-per-task=3\n", "#SBATCH --partition=gpu,cpu\n",
+                           "#SBATCH --time=1-02:30:00\n", "#SBATCH --mem=4G\n", "#SBATCH --account=proj_1\n",
+                           "#SBATCH --qos=low\n", "#SBATCH --comment=a\\ b\n", "THREADS=\"${SLURM_CPUS_PER_TASK:-3}\"",
+                           "--threads \"$THREADS\"", "OMP_WAIT_POLICY"}) {
+    INFO(want);
+    CHECK(s.find(want) != std::string::npos);
+  }
+  CHECK(std::system(("bash -n " + sq((out / "sweep.sbatch").string())).c_str()) == 0);
+  // a swept threads value is the run's own, not appended twice
+  const auto t = run_lpx_t("sweep --recipes mxfp8 --steps 2 --set threads=2 --launcher slurm --jobs 2 --out " +
+                           (d / "t").string(), d);
+  REQUIRE(t.status == 0);
+  const std::string st = slurp(d / "t" / "sweep.sbatch");
+  CHECK(st.find("#SBATCH --array=0-1%2\n") != std::string::npos);
+  CHECK(st.find("THREADS='2'") != std::string::npos);
+  CHECK(st.find("'--threads'") == std::string::npos);
+}
+
+TEST_CASE("sweep: bad Slurm settings are one line each, exit 2, nothing written or submitted") {
+  TempDir d;
+  const std::string base = "sweep --recipes mxfp8 --steps 2 --launcher slurm --out " + (d / "o").string() + " ";
+  for (const std::string bad :
+       {"--slurm-time 25h", "--slurm-time 1:2:3:4", "--slurm-time ''", "--slurm-mem 4GB", "--slurm-mem -1",
+        "--slurm-mem 1.5G", "--slurm-partition 'a b'", "--slurm-partition '$(touch PWNED)'", "--slurm-account 'x;y'",
+        "--slurm-cpus-per-task 0", "--slurm-cpus-per-task 1e3", "--sbatch-arg=qos", "--sbatch-arg=--array=0-3",
+        "--sbatch-arg=--output=/tmp/x", "--sbatch-arg=-c4", "--sbatch-arg=--time=10", "--slurm-nodes 2",
+        "--slurm-time"}) {
+    const auto r = run_lpx_t(base + bad, d);
+    INFO(bad << " -> " << r.err);
+    CHECK(r.status == 2);
+    CHECK(r.err_lines() == 1);
+    CHECK_FALSE(fs::exists(d / "o"));
+  }
+  const auto local = run_lpx_t("sweep --recipes mxfp8 --steps 2 --slurm-mem 4G --out " + (d / "o").string(), d);
+  CHECK(local.status == 2);
+  CHECK(local.err.find("need --launcher slurm") != std::string::npos);
+  CHECK_FALSE(fs::exists(d / "o"));
+  // --submit with no sbatch on PATH: one line, exit 1, not even the script
+  const std::string cmd = "env PATH=/nonexistent " + std::string(LPX_BINARY) + " " + base +
+                          "--submit >" + (d / "so").string() + " 2>" + (d / "se").string();
+  const int raw = std::system(cmd.c_str());
+  CHECK(WEXITSTATUS(raw) == 1);
+  const std::string err = slurp(d / "se");
+  CHECK(err.find("needs sbatch") != std::string::npos);
+  CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  CHECK_FALSE(fs::exists(d / "o"));
+  for (const auto& e : fs::recursive_directory_iterator(d.path())) CHECK(e.path().filename() != "PWNED");
+}
+
+TEST_CASE("sweep: under a fake sbatch that runs every array task, hostile names create nothing outside the sweep") {
+  TempDir d;
+  // a recipe file and a data folder (a link to Fashion-MNIST) whose paths hold quotes, $(), ;, #, % and spaces
+  const fs::path rdir = d / "rec 'x' $(touch PWNED1); #";
+  fs::create_directories(rdir);
+  const fs::path recipe = rdir / "r'; touch PWNED2 #%a $HOME `id`.json";
+  fs::copy_file(fs::path(LPX_TEST_DATA_DIR).parent_path().parent_path() / "recipes" / "catalogue" / "bf16.json", recipe);
+  const fs::path data = d / "data \"q\" $(touch PWNED3) ;x";
+  fs::create_directory_symlink("/usr/share/datasets/fashion-mnist", data);
+  const fs::path fake = d / "bin";
+  fs::create_directories(fake);
+  // runs each task of the array the way Slurm would: SLURM_ARRAY_TASK_ID set, from another folder
+  std::ofstream(fake / "sbatch") << "#!/bin/bash\nset -e\nscript=\"$1\"\n"
+                                    "n=$(sed -n 's/^#SBATCH --array=0-\\([0-9]*\\).*/\\1/p' \"$script\")\n"
+                                    "cd /\nfor i in $(seq 0 \"$n\"); do SLURM_ARRAY_TASK_ID=$i bash \"$script\" "
+                                    ">/dev/null; done\necho \"Submitted batch job 1\"\n";
+  fs::permissions(fake / "sbatch", fs::perms::owner_all);
+  const fs::path out = d / "sweep $(touch PWNED4) 'o' ;#%A";
+  std::vector<std::string> before;
+  for (const auto& e : fs::recursive_directory_iterator(d.path())) before.push_back(e.path().string());
+  const std::string cmd = "cd / && env PATH=" + sq(fake.string()) + ":\"$PATH\" " + std::string(LPX_BINARY) +
+                          " sweep --recipes " + sq(recipe.string()) + " --steps 2 --set hidden=8 --set data=" +
+                          sq(data.string()) + " --set batch=8,16 --launcher slurm --submit --out " + sq(out.string()) +
+                          " >" + sq((d / "so").string()) + " 2>" + sq((d / "se").string());
+  const int raw = std::system(cmd.c_str());
+  INFO(slurp(d / "se"));
+  REQUIRE(WEXITSTATUS(raw) == 0);
+  CHECK(std::system(("bash -n " + sq((out / "sweep.sbatch").string())).c_str()) == 0);
+  int done = 0;
+  for (const auto& e : fs::directory_iterator(out))
+    if (fs::exists(e.path() / "done")) ++done;
+  CHECK(done == 3);  // the reference and both batch sizes
+  // nothing new outside the sweep folder, apart from this test's stdout and stderr files
+  for (const auto& e : fs::recursive_directory_iterator(d.path())) {
+    const std::string p = e.path().string();
+    if (p.rfind(out.string(), 0) == 0 || e.path() == d / "so" || e.path() == d / "se") continue;
+    INFO(p);
+    CHECK(std::find(before.begin(), before.end(), p) != before.end());
+  }
+}
+
+TEST_CASE("sweep: with stderr in a file, progress lines name the done count, the runs' steps and an ETA") {
+  TempDir d;
+  const auto r = run_lpx_t("sweep --recipes bf16 --steps 40 --set threads=1 --progress-every 0.2 --out " +
+                           (d / "o").string(), d, 120);
+  REQUIRE(r.status == 0);
+  std::stringstream ss(r.err);
+  int n = 0;
+  for (std::string line; std::getline(ss, line);) {
+    INFO(line);
+    CHECK(line.rfind("progress: ", 0) == 0);
+    CHECK(line.find(" done, ") != std::string::npos);
+    CHECK(line.find(" running, ") != std::string::npos);
+    CHECK(line.find(" runs/min, elapsed ") != std::string::npos);
+    CHECK(line.find(", ETA ") != std::string::npos);
+    ++n;
+  }
+  CHECK(n >= 1);  // two runs of 40 steps take well over 0.2 s
+  CHECK(r.err.find("(step ") != std::string::npos);  // a live run's step, read from its train.log
+}
+
+TEST_CASE("sweep: the spec's slurm object sets the job; the command line overrides it; it is checked for any launcher") {
+  TempDir d;
+  std::ofstream(d / "spec.json") << R"({"grid": {"recipe": ["mxfp8"]}, "steps": 2,
+    "slurm": {"partition": "p1", "time": "30", "mem": "2G", "account": "acc", "cpus_per_task": 2,
+              "sbatch_args": ["--qos=low"]}})";
+  const auto r = run_lpx_t("sweep " + (d / "spec.json").string() + " --launcher slurm --slurm-time 45 "
+                           "--sbatch-arg=--comment=x --out " + (d / "o").string(), d);
+  REQUIRE(r.status == 0);
+  const std::string s = slurp(d / "o" / "sweep.sbatch");
+  for (const char* want : {"#SBATCH --partition=p1\n", "#SBATCH --time=45\n", "#SBATCH --mem=2G\n",
+                           "#SBATCH --account=acc\n", "#SBATCH --cpus-per-task=2\n", "#SBATCH --qos=low\n",
+                           "#SBATCH --comment=x\n"}) {
+    INFO(want);
+    CHECK(s.find(want) != std::string::npos);
+  }
+  for (const std::string bad : {R"("slurm": {"time": "1h"})", R"("slurm": {"mem": 4})", R"("slurm": {"nodes": 2})",
+                                R"("slurm": {"cpus_per_task": 0})", R"("slurm": {"sbatch_args": ["--array=1"]})",
+                                R"("slurm": {"sbatch_args": "--qos=low"})", R"("slurm": [])"}) {
+    std::ofstream(d / "bad.json", std::ios::trunc) << R"({"grid": {"recipe": ["mxfp8"]}, )" + bad + "}";
+    const auto b = run_lpx_t("sweep " + (d / "bad.json").string() + " --steps 2 --out " + (d / "b").string(), d);
+    INFO(bad << " -> " << b.err);
+    CHECK(b.status == 2);
+    CHECK(b.err_lines() == 1);
+    CHECK_FALSE(fs::exists(d / "b"));
+  }
 }

@@ -32,6 +32,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,6 +47,9 @@
 #include "sweep_spec.hpp"  // printable
 
 namespace lpx::cli {
+#ifdef LPX_REPORT_EMBEDDED
+std::string_view embedded_report_file(std::string_view name);  // report_assets.cpp.in (generated)
+#endif
 namespace {
 
 namespace fs = std::filesystem;
@@ -394,15 +398,33 @@ std::vector<std::pair<std::string, std::string>> verdicts(const Report& rep) {
   return out;
 }
 
+// True when the log says what every quantizer applied and none went below BF16 (every
+// layer kept in high precision, as sub4-e2m0 does on the 2-layer MLP): the run compares
+// nothing low-precision, so the table says so (issue 16 item 6). fp32 and bf16 recipes
+// mean to do exactly that and are not marked.
+bool quantized_nothing(const Run& r) {
+  const auto& applied = r.log.quant.applied;
+  if (applied.empty() || r.log.header.recipe == "fp32" || r.log.header.recipe == "bf16") return false;
+  for (const auto& a : applied)
+    if (!a.element.empty() && a.element != "float32" && a.element != "bfloat16") return false;  // "": role not run
+  return true;
+}
+
 std::string table_row_cells(const Run& r) {
   const auto& o = r.outcome;
-  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe, r.log.header.seed, config_text(r.swept),
+  return fmt::format("{}|{}{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe,
+                     quantized_nothing(r) ? " (nothing quantized below BF16)" : "", r.log.header.seed, config_text(r.swept),
                      fmt_num(r.final_loss), r.ref ? fmt::format("{:+.2f}%", 100 * r.gap) : (r.reference ? "reference" : "-"),
                      o.flagged ? fmt::format("{} ({})", o.first_flag_step, o.first_flag_detector) : "-",
                      o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
                      o.lead_time ? fmt::format("{}", *o.lead_time) : "-", r.finished ? "yes" : "no");
 }
-const char* kHeader = "run|recipe|seed|swept config|final loss|gap to reference|first flag|divergence|lead time|finished";
+// "final loss" is the mean of the last `smooth` steps (tail_mean), and the header says so.
+std::string header(const Report& rep) {
+  return fmt::format("run|recipe|seed|swept config|final loss (mean of last {} steps)|gap to reference|first flag|"
+                     "divergence|lead time|finished",
+                     std::max(1, rep.thresholds.smooth));
+}
 
 std::string markdown(const Report& rep) {
   std::string o;
@@ -419,9 +441,9 @@ std::string markdown(const Report& rep) {
     for (char c : cells) row += c == '|' ? std::string(" | ") : std::string(1, c);
     return "| " + row + " |\n";
   };
-  fmt::format_to(out, "## Runs\n\n{}", md_row(kHeader));
+  fmt::format_to(out, "## Runs\n\n{}", md_row(header(rep)));
   std::string rule = "|";
-  for (char c : std::string(kHeader) + "|") if (c == '|') rule += "---|";
+  for (char c : header(rep) + "|") if (c == '|') rule += "---|";
   fmt::format_to(out, "{}\n", rule);
   for (const auto& r : rep.runs) fmt::format_to(out, "{}", md_row(table_row_cells(*r)));
   fmt::format_to(out, "\n## Verdicts\n\n");
@@ -461,7 +483,19 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+// An asset of the report, by its path relative to tools/report: from `assets`, or from the
+// copy embedded in the binary when `assets` is empty (see find_assets).
+std::string asset(const fs::path& assets, const std::string& name) {
+#ifdef LPX_REPORT_EMBEDDED
+  if (assets.empty()) return std::string(embedded_report_file(name));
+#endif
+  return slurp(assets / name);
+}
+
 // tools/report (the template and node_modules), or an error that says how to install it.
+// Order: --assets, $LPX_REPORT_ASSETS, a source tree's tools/report above the binary or the
+// working folder, an installed share/lpx/report beside the binary (PREFIX/bin/lpx), and
+// last the copy embedded in the binary (returned as an empty path).
 fs::path find_assets(const std::string& option) {
   std::vector<fs::path> tried;
   auto ok = [](const fs::path& d) { return fs::exists(d / "node_modules" / "vega-embed" / "build" / "vega-embed.min.js"); };
@@ -476,18 +510,26 @@ fs::path find_assets(const std::string& option) {
         candidates.push_back(d / "tools" / "report");
         if (d == d.parent_path()) break;
       }
+    if (!ec) candidates.push_back(exe.parent_path().parent_path() / "share" / "lpx" / "report");
   }
   for (const auto& c : candidates) {
     if (ok(c) && fs::exists(c / "report.html.in")) return c;
     if (fs::exists(c / "package.json")) tried.push_back(c);
   }
+#ifdef LPX_REPORT_EMBEDDED
+  if (option.empty() && !std::getenv("LPX_REPORT_ASSETS")) return {};
+#endif
   if (!option.empty() || std::getenv("LPX_REPORT_ASSETS"))
     throw std::runtime_error(fmt::format("report: {}: no tools/report with node_modules (vega, vega-lite, vega-embed) there; "
                                          "run tools/install-deps.sh (npm ci in tools/report)", candidates.front().string()));
+#ifndef LPX_REPORT_EMBEDDED
   throw std::runtime_error(fmt::format(
       "report: the charting library (vega, vega-lite, vega-embed in tools/report/node_modules) is missing{}; "
       "run tools/install-deps.sh (npm ci in tools/report), or pass --assets DIR / set LPX_REPORT_ASSETS",
       tried.empty() ? "" : fmt::format(" in {}", tried.front().string())));
+#else
+  return {};
+#endif
 }
 
 // Inline <script> text must not close its element: "</script" becomes "<\/script" (the
@@ -510,9 +552,21 @@ json loss_chart(const Report& rep) {
   for (const auto& r : rep.runs) {
     const auto& s = r->series;
     const size_t st = stride_for(s.rows(), 400);
+    // the trailing mean of `smooth` steps (the detectors' smoothing, detectors.hpp), from the
+    // full series before the curve is thinned to ~400 points
+    const size_t k = static_cast<size_t>(std::max(1, rep.thresholds.smooth));
+    std::vector<double> smooth(s.rows(), NAN);
+    double sum = 0;
+    size_t finite = 0;
+    for (size_t i = 0; i < s.rows(); ++i) {
+      if (std::isfinite(s.loss[i])) sum += s.loss[i], ++finite;
+      if (i >= k && std::isfinite(s.loss[i - k])) sum -= s.loss[i - k], --finite;
+      if (finite == std::min(i + 1, k)) smooth[i] = sum / static_cast<double>(finite);
+    }
     for (size_t i = 0; i < s.rows(); ++i) {
       if (i % st != 0 && i + 1 != s.rows()) continue;
-      values.push_back({{"run", r->name}, {"step", s.step[i]}, {"loss", num(s.loss[i])}, {"reference", r->reference}});
+      values.push_back({{"run", r->name}, {"step", s.step[i]}, {"loss", num(s.loss[i])}, {"smoothed", num(smooth[i])},
+                        {"reference", r->reference}});
       if (std::isfinite(s.loss[i])) ymin = std::min(ymin, s.loss[i]);
     }
     if (r->reference || !r->ref)
@@ -530,15 +584,39 @@ json loss_chart(const Report& rep) {
   if (!std::isfinite(ymin)) ymin = 0;
   const json y = {{"field", "loss"}, {"type", "quantitative"}, {"title", "training loss"},
                   {"scale", {{"domain", {std::max(0.0, ymin * 0.9), ymax * 1.5}}, {"clamp", true}}}};
+  // runs in distinct colours (10 before any repeats); the reference black, thick and dashed
+  const json color = {{"field", "run"},
+                      {"type", "nominal"},
+                      {"scale", {{"scheme", "tableau10"}}},
+                      {"condition", {{"test", "datum.reference"}, {"value", "black"}}}};
   json line;
   line["data"] = {{"values", values}};
   line["transform"] = json::array({json{{"filter", "isValid(datum.loss) && isFinite(datum.loss)"}}});
   line["mark"] = {{"type", "line"}, {"clip", true}};
   line["encoding"]["x"] = {{"field", "step"}, {"type", "quantitative"}};
   line["encoding"]["y"] = y;
-  line["encoding"]["color"] = {{"field", "run"}, {"type", "nominal"}};
-  line["encoding"]["strokeWidth"] = {{"condition", {{"test", "datum.reference"}, {"value", 3}}}, {"value", 1.3}};
+  line["encoding"]["color"] = color;
+  line["encoding"]["detail"] = {{"field", "run"}, {"type", "nominal"}};
+  // the raw curve stays visible, faint, under the smoothed one (checkbox "smoothed")
+  line["encoding"]["opacity"] = {{"condition", {{"test", "smoothed"}, {"value", 0.3}}}, {"value", 1}};
+  line["encoding"]["strokeWidth"] = {{"condition", {{"test", "datum.reference"}, {"value", 2.5}}}, {"value", 1.2}};
+  line["encoding"]["strokeDash"] = {{"condition", {{"test", "datum.reference"}, {"value", json::array({6, 3})}}},
+                                    {"value", json::array({1, 0})}};
   line["encoding"]["tooltip"] = json::array({json{{"field", "run"}}, json{{"field", "step"}}, json{{"field", "loss"}}});
+  const json params = json::array({json{{"name", "smoothed"},
+                                     {"value", true},
+                                     {"bind", {{"input", "checkbox"},
+                                               {"name", fmt::format("smoothed (trailing mean of {} steps) ",
+                                                                    std::max(1, rep.thresholds.smooth))}}}}});
+  json smoothed;
+  smoothed["data"] = {{"values", values}};
+  smoothed["transform"] = json::array({json{{"filter", "smoothed && isValid(datum.smoothed) && isFinite(datum.smoothed)"}}});
+  smoothed["mark"] = {{"type", "line"}, {"clip", true}};
+  smoothed["encoding"] = line["encoding"];
+  smoothed["encoding"].erase("opacity");
+  smoothed["encoding"]["y"]["field"] = "smoothed";
+  smoothed["encoding"]["tooltip"] =
+      json::array({json{{"field", "run"}}, json{{"field", "step"}}, json{{"field", "smoothed"}}});
   json marks;
   marks["data"] = {{"values", flags}};
   marks["transform"] = json::array(
@@ -546,21 +624,25 @@ json loss_chart(const Report& rep) {
   marks["mark"] = {{"type", "point"}, {"shape", "triangle-down"}, {"size", 80}, {"filled", true}, {"clip", true}};
   marks["encoding"]["x"] = {{"field", "step"}, {"type", "quantitative"}};
   marks["encoding"]["y"] = {{"field", "y"}, {"type", "quantitative"}, {"scale", y["scale"]}};
-  marks["encoding"]["color"] = {{"field", "run"}, {"type", "nominal"}};
-  marks["encoding"]["shape"] = {{"field", "detector"}, {"type", "nominal"}};
+  marks["encoding"]["color"] = color;
+  // one shape per detector, every one in the legend
+  marks["encoding"]["shape"] = {{"field", "detector"}, {"type", "nominal"}, {"legend", {{"title", "flag (detector)"}}}};
   marks["encoding"]["tooltip"] = json::array({json{{"field", "what"}}});
   json spec;
   spec["$schema"] = "https://vega.github.io/schema/vega-lite/v6.json";
   spec["width"] = 760;
   spec["height"] = 360;
-  spec["layer"] = json::array({line});
+  spec["params"] = params;  // a variable (checkbox), so at the top of the layered spec
+  spec["layer"] = json::array({line, smoothed});
   if (!flags.empty()) spec["layer"].push_back(marks);
   return spec;
 }
 
 // Heatmap of one statistic for one run: rows layer/operand, columns step bins (mean of the
 // finite rows in the bin).
-std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const char* title) {
+// `domain_max`: the largest value of this statistic over every run, so all maps of one
+// quantity share one colour scale and read against each other.
+std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const char* title, double domain_max) {
   const auto& s = r.series;
   const size_t n = s.rows(), L = s.layers.size(), R = s.roles.size();
   if (a.size() < n * L * R || n == 0 || L * R == 0) return std::nullopt;
@@ -591,19 +673,29 @@ std::optional<json> heatmap(const Run& r, const std::vector<float>& a, const cha
   spec["mark"] = "rect";
   spec["encoding"]["x"] = {{"field", "step"}, {"type", "ordinal"}, {"axis", {{"labelOverlap", true}}}};
   spec["encoding"]["y"] = {{"field", "operand"}, {"type", "nominal"}, {"sort", nullptr}, {"title", nullptr}};
-  spec["encoding"]["color"] = {{"field", "pct"}, {"type", "quantitative"}, {"title", "%"}, {"scale", {{"scheme", "orangered"}, {"domainMin", 0}}}};
+  spec["encoding"]["color"] = {{"field", "pct"}, {"type", "quantitative"}, {"title", "%"}, {"scale", {{"scheme", "orangered"}, {"domain", json::array({0, domain_max > 0 ? domain_max : 1})}}}};
   spec["encoding"]["tooltip"] = json::array({json{{"field", "operand"}}, json{{"field", "step"}}, json{{"field", "to"}},
                                              json{{"field", "pct"}, {"format", ".3f"}}});
   return spec;
 }
 
 void write_html(const Report& rep, const fs::path& assets) {
-  const std::string templ = slurp(assets / "report.html.in");
-  const fs::path nm = assets / "node_modules";
+  const std::string templ = asset(assets, "report.html.in");
   std::string body;
   json charts = json::array();
-  body += fmt::format("<h1>lpx report: {}</h1>\n<p class=\"muted\">{} run(s). Thresholds: <code>{}</code></p>\n",
-                      esc(rep.dir), rep.runs.size(), esc(rep.thresholds.to_json()));
+  // the detector thresholds as a two-column table (folded), not one long JSON line
+  std::string thr = "<details><summary>Detector thresholds</summary>\n<table class=\"thresholds\">\n"
+                    "<tr><th>threshold</th><th>value</th></tr>\n";
+  try {
+    const json t = json::parse(rep.thresholds.to_json());
+    for (auto it = t.begin(); it != t.end(); ++it)
+      thr += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", esc(it.key()), esc(it.value().dump()));
+  } catch (const json::exception&) {
+    thr += fmt::format("<tr><td colspan=\"2\"><code>{}</code></td></tr>\n", esc(rep.thresholds.to_json()));
+  }
+  thr += "</table></details>\n";
+  body += fmt::format("<h1>lpx report: {}</h1>\n<p class=\"muted\">{} run(s).</p>\n{}", esc(rep.dir),
+                      rep.runs.size(), thr);
   if (!rep.missing.empty()) {
     body += "<h2>Missing or incomplete</h2>\n<ul class=\"missing\">\n";
     for (const auto& m : rep.missing) body += fmt::format("<li>{}</li>\n", esc(m));
@@ -613,7 +705,7 @@ void write_html(const Report& rep, const fs::path& assets) {
     body += "<h2>Verdicts</h2>\n<ul>\n";
     for (const auto& [recipe, v] : verdicts(rep)) body += fmt::format("<li><b>{}</b>: {}</li>\n", esc(recipe), esc(v));
     body += "</ul>\n<h2>Runs</h2>\n<table>\n<tr>";
-    std::stringstream hs(kHeader);
+    std::stringstream hs(header(rep));
     for (std::string h; std::getline(hs, h, '|');) body += fmt::format("<th>{}</th>", esc(h));
     body += "</tr>\n";
     for (const auto& r : rep.runs) {
@@ -623,15 +715,22 @@ void write_html(const Report& rep, const fs::path& assets) {
       for (std::string c; std::getline(cs, c, '|');) body += fmt::format("<td>{}</td>", esc(c));
       body += "</tr>\n";
     }
-    body += "</table>\n<h2>Loss curves (reference thick; triangles: flags)</h2>\n<div id=\"chart-loss\"></div>\n";
+    body += "</table>\n<h2>Loss curves (reference black, dashed; smoothed over the faint raw curve; shapes: flags by detector)</h2>\n<div id=\"chart-loss\"></div>\n";
     charts.push_back({{"id", "chart-loss"}, {"spec", loss_chart(rep)}});
     body += "<h2>Per-layer underflow (% of nonzero elements flushed to zero) and saturation (% clipped)</h2>\n";
     int k = 0;
+    double max_flushed = 0, max_saturated = 0;  // one colour scale per quantity across runs
+    for (const auto& r : rep.runs) {
+      for (float x : r->series.flushed_pct)
+        if (std::isfinite(x)) max_flushed = std::max(max_flushed, static_cast<double>(x));
+      for (float x : r->series.saturated_pct)
+        if (std::isfinite(x)) max_saturated = std::max(max_saturated, static_cast<double>(x));
+    }
     for (const auto& r : rep.runs) {
       std::string row;
       for (auto [arr, title] : {std::pair{&r->series.flushed_pct, "flushed %"},
                                 std::pair{&r->series.saturated_pct, "saturated %"}}) {
-        if (auto spec = heatmap(*r, *arr, title)) {
+        if (auto spec = heatmap(*r, *arr, title, arr == &r->series.flushed_pct ? max_flushed : max_saturated)) {
           const std::string id = fmt::format("chart-heat-{}", k++);
           row += fmt::format("<div id=\"{}\"></div>", id);
           charts.push_back({{"id", id}, {"spec", *spec}});
@@ -650,9 +749,9 @@ void write_html(const Report& rep, const fs::path& assets) {
   }
   const std::map<std::string, std::string> subst = {
       {"TITLE", esc("lpx report: " + rep.dir)},
-      {"VEGA", script_safe(slurp(nm / "vega" / "build" / "vega.min.js"))},
-      {"VEGA_LITE", script_safe(slurp(nm / "vega-lite" / "build" / "vega-lite.min.js"))},
-      {"VEGA_EMBED", script_safe(slurp(nm / "vega-embed" / "build" / "vega-embed.min.js"))},
+      {"VEGA", script_safe(asset(assets, "node_modules/vega/build/vega.min.js"))},
+      {"VEGA_LITE", script_safe(asset(assets, "node_modules/vega-lite/build/vega-lite.min.js"))},
+      {"VEGA_EMBED", script_safe(asset(assets, "node_modules/vega-embed/build/vega-embed.min.js"))},
       {"BODY", body},
       {"CHARTS", script_safe(charts.dump(-1, ' ', false, json::error_handler_t::replace))}};
   // one pass over the template, so inlined text is never searched for markers

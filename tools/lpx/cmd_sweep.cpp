@@ -22,6 +22,10 @@
 //     "fixed":     {"batch": 64, "threads": 1}, keys applied to every run (reference too)
 //     "detectors": {"loss_spike_z": 6},         thresholds for lpx report (detectors.hpp)
 //     "jobs": 2, "out": "runs/fmt-scale"        defaults for --jobs / --out
+//     "slurm":     {"partition": "gpu", "time": "2:00:00", "mem": "8G", "account": "a",
+//                   "cpus_per_task": 4, "sbatch_args": ["--qos=low"]}
+//                                               defaults for --slurm-* / --sbatch-arg (README
+//                                               "Sweeps on Slurm"); checked for any launcher
 //   }
 // Run keys are `lpx train` options: recipe lr batch steps eval_every checkpoint_every
 // stats_every weight_decay hidden activation layers channels heads context threads data.
@@ -40,6 +44,7 @@
 //   control characters are refused in every path and argument before anything is written.
 #include <fcntl.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -53,8 +58,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -74,12 +81,125 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
+// The job settings of `--launcher slurm` (README "Sweeps on Slurm"); empty / 0: not given.
+struct SlurmOptions {
+  std::string partition, time, mem, account;
+  int cpus = 0;                     // --slurm-cpus-per-task (default 1: Slurm's own default)
+  std::vector<std::string> extra;   // --sbatch-arg, each one #SBATCH line
+  bool partition_given = false, time_given = false, mem_given = false, account_given = false;  // even as ''
+  bool any() const {
+    return partition_given || time_given || mem_given || account_given || cpus > 0 || !extra.empty();
+  }
+};
+
 struct SweepArgs {
   std::string spec, out, launcher = "local";
   int jobs = 0;
   SweepOverrides o;
+  SlurmOptions slurm;
   bool submit = false, dry_run = false;
+  double progress_every = 5;  // seconds between progress lines on stderr when it is no terminal
 };
+
+bool matches(const std::string& s, const char* re) { return std::regex_match(s, std::regex(re)); }
+
+// Checks the Slurm options before anything is read or written: one line each, exit 2
+// (docs/input-policy.md). The formats are sbatch's own (man sbatch: --time, --mem); a name
+// (partition, account) is a word of letters, digits and ._- (partitions: comma-separated).
+// `s`: the command line's options over the spec's "slurm" object (merge_slurm).
+void check_slurm_options(const SweepArgs& a, const SlurmOptions& s) {
+  if (a.launcher != "slurm" && a.slurm.any())
+    throw UsageError("sweep: --slurm-* and --sbatch-arg options need --launcher slurm");
+  if (s.time_given && !matches(s.time, R"(\d{1,9}(:\d{1,2}){0,2}|\d{1,9}-\d{1,2}(:\d{1,2}){0,2}|UNLIMITED|INFINITE)"))
+    throw UsageError(fmt::format("sweep: --slurm-time '{}' is not a Slurm time (MINUTES, MM:SS, HH:MM:SS, D-HH, "
+                                 "D-HH:MM or D-HH:MM:SS)", printable(s.time)));
+  if (s.mem_given && !matches(s.mem, R"(\d{1,12}[KMGT]?)"))
+    throw UsageError(fmt::format("sweep: --slurm-mem '{}' is not a Slurm memory size (a whole number with an "
+                                 "optional unit K, M, G or T; M when none)", printable(s.mem)));
+  if (s.partition_given && !matches(s.partition, R"([A-Za-z0-9_.-]{1,200}(,[A-Za-z0-9_.-]{1,200}){0,63})"))
+    throw UsageError(fmt::format("sweep: --slurm-partition '{}' is not a partition name (letters, digits, '._-'; "
+                                 "several separated by commas)", printable(s.partition)));
+  if (s.account_given && !matches(s.account, R"([A-Za-z0-9_.-]{1,200})"))
+    throw UsageError(fmt::format("sweep: --slurm-account '{}' is not an account name (letters, digits, '._-')",
+                                 printable(s.account)));
+  for (const auto& x : s.extra) {
+    check_sweep_text("--sbatch-arg", x, 1000);
+    if (x.size() < 2 || x[0] != '-')
+      throw UsageError(fmt::format("sweep: --sbatch-arg '{}' is not an sbatch option (write it as --name=value)",
+                                   printable(x)));
+    // the script sets these itself: the array, its logs and the CPUs that --threads follows
+    const std::pair<const char*, const char*> own[] = {
+        {"--array", "--jobs"}, {"-a", "--jobs"}, {"--output", ""}, {"-o", ""}, {"--error", ""}, {"-e", ""},
+        {"--job-name", ""}, {"-J", ""}, {"--cpus-per-task", "--slurm-cpus-per-task"}, {"-c", "--slurm-cpus-per-task"},
+        {"--partition", "--slurm-partition"}, {"-p", "--slurm-partition"}, {"--time", "--slurm-time"},
+        {"-t", "--slurm-time"}, {"--mem", "--slurm-mem"}, {"--account", "--slurm-account"}, {"-A", "--slurm-account"}};
+    for (const auto& [o, use] : own) {
+      const std::string opt(o);
+      const bool hit = opt.size() == 2 ? x.rfind(opt, 0) == 0 : x == opt || x.rfind(opt + "=", 0) == 0;
+      if (hit)
+        throw UsageError(fmt::format("sweep: --sbatch-arg '{}': the script sets {} itself{}", printable(x), opt,
+                                     *use ? fmt::format(" (use {})", use) : std::string()));
+    }
+  }
+  // before anything is written: nothing half-done when sbatch is missing
+  if (a.submit && std::system("command -v sbatch >/dev/null 2>&1") != 0)
+    throw std::runtime_error("sweep: --submit needs sbatch (Slurm) on PATH; nothing was written or submitted");
+}
+
+// The spec's "slurm" object (types checked by parse_sweep_spec) under the command line's
+// options: a --slurm-* option replaces its key, --sbatch-arg options come after the spec's.
+SlurmOptions merge_slurm(const SlurmOptions& cli, const nlohmann::ordered_json& spec) {
+  SlurmOptions s = cli;
+  if (!spec.is_object()) return s;
+  auto take = [&](const char* key, std::string& v, bool& given) {
+    if (!given && spec.contains(key)) {
+      v = spec[key].get<std::string>();
+      given = true;
+    }
+  };
+  take("partition", s.partition, s.partition_given);
+  take("time", s.time, s.time_given);
+  take("mem", s.mem, s.mem_given);
+  take("account", s.account, s.account_given);
+  if (s.cpus == 0 && spec.contains("cpus_per_task")) s.cpus = spec["cpus_per_task"].get<int>();
+  if (spec.contains("sbatch_args")) {
+    std::vector<std::string> extra = spec["sbatch_args"].get<std::vector<std::string>>();
+    extra.insert(extra.end(), cli.extra.begin(), cli.extra.end());
+    s.extra = extra;
+  }
+  return s;
+}
+
+// A word of an #SBATCH line as sbatch reads it: a backslash takes the next character as
+// it is (so spaces, quotes and '#' stay in the word).
+std::string sbatch_word(const std::string& s) {
+  std::string o;
+  for (const unsigned char c : s) {
+    if (std::isalnum(c) || std::strchr("/._-+=,:@%", c)) o += static_cast<char>(c);
+    else o += std::string("\\") + static_cast<char>(c);
+  }
+  return o;
+}
+
+// The CPUs this process may use (its affinity mask: taskset, cgroups, Slurm), at least 1.
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// The run's arguments without `--threads V` (a swept or fixed threads key), and V ("" when
+// the run has none): the launchers add the thread count that fits the run's CPUs.
+std::pair<std::vector<std::string>, std::string> split_threads(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  std::string threads;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--threads" && i + 1 < args.size()) threads = args[++i];
+    else rest.push_back(args[i]);
+  }
+  return {rest, threads};
+}
 
 // Writes `text` to a temporary beside `p` and renames it over `p`; the temporary is removed
 // when any write (or the close) fails.
@@ -188,6 +308,9 @@ pid_t start(const std::string& exe, const std::vector<std::string>& args, const 
     // the sweep's handlers would only set a flag in this copy of it
     ::signal(SIGTERM, SIG_DFL);
     ::signal(SIGINT, SIG_DFL);
+    // idle OpenMP threads sleep rather than spin: runs that share cores would otherwise burn
+    // them waiting (README "Sweeps that share a machine"); a value in the environment wins
+    ::setenv("OMP_WAIT_POLICY", "passive", 0);
     if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || ::getppid() != parent) _exit(127);  // the sweep is gone already
     const int fl = ::fcntl(lock_fd, F_GETFD);
     if (fl < 0 || ::fcntl(lock_fd, F_SETFD, fl & ~FD_CLOEXEC) != 0) _exit(127);
@@ -202,48 +325,69 @@ pid_t start(const std::string& exe, const std::vector<std::string>& args, const 
   return pid;
 }
 
-// `abs_dir` and `exe` have been through check_sweep_text.
-void write_slurm(const fs::path& dir, const std::string& abs_dir, const std::vector<SweepRun>& runs, int jobs,
-                 const std::string& exe, const std::string& name, bool submit) {
+// `abs_dir` and `exe` have been through check_sweep_text. The script is meant to be read:
+// a header of #SBATCH lines, then one case entry per run (its name and its arguments, each
+// a single-quoted word), then the few lines that run one task. `array_limit` 0: no %N.
+void write_slurm(const fs::path& dir, const std::string& abs_dir, const std::vector<SweepRun>& runs, int array_limit,
+                 const SlurmOptions& so, const std::string& exe, const std::string& name, bool submit) {
+  const int cpus = so.cpus > 0 ? so.cpus : 1;
   std::string s =
       "#!/bin/bash\n"
       "# Written by `lpx sweep --launcher slurm`: one array task per run. A task skips a run that\n"
       "# is done (done marker) or whose folder a live process holds (run.lock, locked while lpx\n"
       "# train runs), resumes an unfinished one from its checkpoint, and else starts it. Every\n"
-      "# value is a single-quoted word and every path absolute: submit it from any folder.\n";
-  s += fmt::format("#SBATCH --job-name=lpx-{}\n#SBATCH --array=0-{}%{}\n#SBATCH --cpus-per-task=2\n",
-                   sbatch_path(name), runs.size() - 1, std::max(1, jobs));
+      "# value is a single-quoted word and every path absolute: submit it from any folder.\n"
+      "# Each run uses as many OpenMP threads as its task has CPUs (--threads), and writes its\n"
+      "# output to DIR/<run>/train.log; Slurm's own output of task N is DIR/slurm-JOB_N.out.\n";
+  s += fmt::format("#SBATCH --job-name=lpx-{}\n", sbatch_path(name));
+  s += fmt::format("#SBATCH --array=0-{}{}\n", runs.size() - 1, array_limit > 0 ? fmt::format("%{}", array_limit) : "");
+  s += fmt::format("#SBATCH --cpus-per-task={}\n", cpus);
+  if (!so.partition.empty()) s += fmt::format("#SBATCH --partition={}\n", so.partition);
+  if (!so.time.empty()) s += fmt::format("#SBATCH --time={}\n", so.time);
+  if (!so.mem.empty()) s += fmt::format("#SBATCH --mem={}\n", so.mem);
+  if (!so.account.empty()) s += fmt::format("#SBATCH --account={}\n", so.account);
+  for (const auto& x : so.extra) s += fmt::format("#SBATCH {}\n", sbatch_word(x));
   s += fmt::format("#SBATCH --output={}/slurm-%A_%a.out\n", sbatch_path(abs_dir));
-  s += fmt::format("set -euo pipefail\nLPX={}\nDIR={}\n", shell_quote(exe), shell_quote(abs_dir));
+  s += fmt::format(
+      "set -euo pipefail\n"
+      "LPX={}\n"
+      "DIR={}\n"
+      "THREADS=\"${{SLURM_CPUS_PER_TASK:-{}}}\"\n"
+      "# idle OpenMP threads sleep instead of spinning (README \"Sweeps that share a machine\")\n"
+      "export OMP_WAIT_POLICY=\"${{OMP_WAIT_POLICY:-passive}}\"\n",
+      shell_quote(exe), shell_quote(abs_dir), cpus);
   s += "case \"${SLURM_ARRAY_TASK_ID:?run this script with sbatch: it is a Slurm job array}\" in\n";
   for (size_t i = 0; i < runs.size(); ++i) {
+    const auto [rest, threads] = split_threads(runs[i].args);
     std::string args;
-    for (const auto& x : runs[i].args) {
+    for (const auto& x : rest) {
       args += ' ';
       args += shell_quote(x);
     }
-    s += fmt::format("  {}) RUN={}\n     ARGS=({} ) ;;\n", i, shell_quote(runs[i].name), args);
+    s += fmt::format("  {}) RUN={}{}\n     ARGS=({} ) ;;\n", i, shell_quote(runs[i].name),
+                     threads.empty() ? "" : " THREADS=" + shell_quote(threads), args);
   }
   s += "  *) echo \"lpx sweep: no run $SLURM_ARRAY_TASK_ID in this array\" >&2; exit 1 ;;\nesac\n"
        "d=\"$DIR/$RUN\"\n"
+       "echo \"lpx sweep: task $SLURM_ARRAY_TASK_ID, run $RUN, $THREADS threads, log $d/train.log\"\n"
        "[ -f \"$d/done\" ] && exit 0\n"
        "mkdir -p \"$d\"\n"
        "if command -v flock >/dev/null 2>&1; then\n"
        "  exec 9>>\"$d/run.lock\"\n"
        "  flock -n 9 || { echo \"lpx sweep: $d is locked by a live process (run.lock); skipped\" >&2; exit 1; }\n"
        "fi\n"
-       "if [ -f \"$d/run.h5\" ] && \"$LPX\" train --out \"$d/run.h5\" --resume >>\"$d/train.log\" 2>&1; then :\n"
-       "else \"$LPX\" \"${ARGS[@]}\" --out \"$d/run.h5\" >>\"$d/train.log\" 2>&1; fi\n"
+       "if [ -f \"$d/run.h5\" ] && \"$LPX\" train --out \"$d/run.h5\" --resume --threads \"$THREADS\" >>\"$d/train.log\" 2>&1; then :\n"
+       "else \"$LPX\" \"${ARGS[@]}\" --threads \"$THREADS\" --out \"$d/run.h5\" >>\"$d/train.log\" 2>&1; fi\n"
        "echo '{\"launcher\": \"slurm\"}' >\"$d/done.tmp\" && mv -f \"$d/done.tmp\" \"$d/done\"\n";
   const fs::path script = dir / "sweep.sbatch";
   write_atomic(script, s);
   fs::permissions(script, fs::perms::owner_exec, fs::perm_options::add);
-  write_stdout(fmt::format("sweep: wrote {} ({} array tasks)\n", script.string(), runs.size()), "sweep");
+  write_stdout(fmt::format("sweep: wrote {} ({} array tasks{})\n", script.string(), runs.size(),
+                           array_limit > 0 ? fmt::format(", at most {} at a time", array_limit) : ""),
+               "sweep");
   if (submit) {
-    if (std::system("command -v sbatch >/dev/null 2>&1") != 0)
-      throw std::runtime_error("sweep: --submit needs sbatch (Slurm) on PATH; the script is written, submit it by hand");
     const int rc = std::system(("sbatch " + shell_quote(script.string())).c_str());
-    if (rc != 0) throw std::runtime_error("sweep: sbatch failed");
+    if (rc != 0) throw std::runtime_error("sweep: sbatch failed (its message is above); the script is written");
   }
 }
 
@@ -264,6 +408,8 @@ struct Progress {
 
 void run_sweep(const SweepArgs& a) {
   if (a.submit && a.launcher != "slurm") throw UsageError("sweep: --submit needs --launcher slurm");
+  if (a.launcher != "slurm" && a.slurm.any())  // before the spec is read: the first thing wrong
+    throw UsageError("sweep: --slurm-* and --sbatch-arg options need --launcher slurm");
   std::string text = "{}", origin = "the command line";
   SweepOverrides o = a.o;
   if (!a.spec.empty()) {
@@ -276,6 +422,10 @@ void run_sweep(const SweepArgs& a) {
     o.default_name = fs::path(a.spec).stem().string();
   }
   const SweepSpec spec = parse_sweep_spec(text, origin, o);
+  // the whole spec's Slurm settings are checked even for a local sweep, so a spec that will
+  // go to the cluster later is refused now rather than there
+  const SlurmOptions slurm = merge_slurm(a.slurm, spec.slurm);
+  check_slurm_options(a, slurm);
   const std::vector<SweepRun>& runs = spec.runs;
   const std::string out = !a.out.empty() ? a.out : spec.out;
   if (out.empty()) throw UsageError("sweep: --out DIR is required (or \"out\" in the spec)");
@@ -304,7 +454,8 @@ void run_sweep(const SweepArgs& a) {
     }
     return write_stdout(listing, "sweep");
   }
-  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, jobs, exe, spec.name, a.submit);
+  // a Slurm array runs as many tasks at once as the cluster gives unless --jobs asks for fewer
+  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, a.jobs, slurm, exe, spec.name, a.submit);
 
   // local: a queue of runs, at most `jobs` children
   struct Task {
@@ -320,8 +471,10 @@ void run_sweep(const SweepArgs& a) {
     else queue.push_back(&r);
   }
   const size_t total = runs.size();
-  progress.say(fmt::format("sweep {}: {} runs ({} already done, {} to run), {} at a time -> {}\n", spec.name, total,
-                           skipped, queue.size(), jobs, dir.string()));
+  const int cores = usable_cpus();
+  progress.say(fmt::format("sweep {}: {} runs ({} already done, {} to run), {} at a time, {} threads each unless set "
+                           "-> {}\n", spec.name, total, skipped, queue.size(), jobs, std::max(1, cores / jobs),
+                           dir.string()));
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
@@ -341,13 +494,23 @@ void run_sweep(const SweepArgs& a) {
     if (lock < 0) return false;
     const fs::path log = rd / "run.h5";
     std::vector<std::string> args;
+    // each child gets its share of the cores (cores / --jobs) unless the run sets threads;
+    // results never depend on the thread count (sim/trainer.hpp)
+    auto [rest, threads] = split_threads(r.args);
+    if (threads.empty()) threads = std::to_string(std::max(1, cores / jobs));
     try {
       if (!fresh && fs::exists(log)) {
-        args = {"train", "--out", log.string(), "--resume"};
+        args = {"train", "--out", log.string(), "--resume", "--threads", threads};
+        args.push_back("--progress-every");
+        args.push_back(fmt::format("{}", a.progress_every));
         t.resumed = true;
       } else {
         fs::remove(log);
-        args = r.args;
+        args = rest;
+        args.push_back("--threads");
+        args.push_back(threads);
+        args.push_back("--progress-every");  // the runs' train.log shows progress as often as the sweep
+        args.push_back(fmt::format("{}", a.progress_every));
         args.push_back("--out");
         args.push_back(log.string());
         t.resumed = false;
@@ -362,6 +525,39 @@ void run_sweep(const SweepArgs& a) {
     return true;
   };
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - sweep_t0).count(); };
+  // every --progress-every seconds when stderr is no terminal (a log, Slurm, CI): one plain
+  // line with the counts, each live run's step and loss (from its train.log's last
+  // progress line, which lpx train writes there every few seconds), runs/min and an ETA
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  double next_line = a.progress_every;
+  const size_t done_before = done;
+  auto progress_line = [&] {
+    const double el = elapsed();
+    std::string live_text;
+    for (const auto& [pid, t] : live) {
+      std::string step = "starting";
+      std::ifstream f(dir / t.run->name / "train.log", std::ios::binary);
+      f.seekg(0, std::ios::end);
+      const auto size = static_cast<std::streamoff>(f.tellg());
+      f.seekg(std::max<std::streamoff>(0, size - 4096));
+      std::string tail((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      const size_t at = tail.rfind("progress: step ");
+      if (at != std::string::npos) {
+        const size_t end = tail.find("  ", tail.find("loss", at) + 5);
+        step = tail.substr(at + 10, (end == std::string::npos ? tail.size() : end) - at - 10);
+      }
+      live_text += fmt::format("{}{} ({})", live_text.empty() ? "" : ", ", t.run->name, step);
+    }
+    const size_t finished = done - done_before + static_cast<size_t>(failed);
+    const double per_min = el > 0 ? 60.0 * static_cast<double>(finished) / el : 0;
+    const size_t left = total - done - static_cast<size_t>(failed);
+    std::fprintf(stderr, "progress: %zu/%zu done, %zu running, %d failed, %.1f runs/min, elapsed %.0fs, ETA %s%s%s\n",
+                 done, total, live.size(), failed, per_min, el,
+                 finished > 0 ? fmt::format("{:.0f}s", el / static_cast<double>(finished) * static_cast<double>(left)).c_str()
+                              : "unknown",
+                 live_text.empty() ? "" : "; ", live_text.c_str());
+    std::fflush(stderr);
+  };
   while (next < queue.size() || !live.empty()) {
     if (g_stop) {
       for (const auto& [pid, t] : live) kill(pid, SIGTERM);
@@ -380,6 +576,10 @@ void run_sweep(const SweepArgs& a) {
                                  done, total, live.size(), failed, elapsed(), t.run->name,
                                  (dir / t.run->name / "run.lock").string()));
       }
+    }
+    if (!tty && a.progress_every > 0 && elapsed() >= next_line) {
+      progress_line();
+      next_line = elapsed() + a.progress_every;
     }
     int status = 0;
     const pid_t pid = waitpid(-1, &status, WNOHANG);
@@ -443,20 +643,40 @@ const bool registered = register_command(91, [](CLI::App& app) {
   add_int_option(cmd, "--steps", a->o.steps, 1, kMaxSweepSteps, "Training steps per run");
   cmd->add_option("--set", a->o.set, "Grid key: KEY=V1,V2,... (repeatable; lpx train option names)");
   cmd->add_option("--reference", a->o.reference, "Reference recipe (default fp32), one run per seed");
-  add_int_option(cmd, "--jobs", a->jobs, 1, kMaxSweepJobs, "Runs at a time (default 1)");
+  add_int_option(cmd, "--jobs", a->jobs, 1, kMaxSweepJobs,
+                 "Runs at a time (local: default 1; slurm: the array's %N, default no limit)");
   cmd->add_option("--out", a->out, "Output folder: DIR/<run>/run.h5, DIR/sweep.json");
   cmd->add_option("--launcher", a->launcher, "local (fork/exec here) | slurm (writes DIR/sweep.sbatch)")
       ->capture_default_str()
       ->check(CLI::IsMember({"local", "slurm"}));
   cmd->add_flag("--submit", a->submit, "With --launcher slurm: sbatch the script");
+  auto* partition =
+      cmd->add_option("--slurm-partition", a->slurm.partition, "Slurm partition(s) of the array (#SBATCH --partition)");
+  auto* time = cmd->add_option("--slurm-time", a->slurm.time, "Time limit per task: MINUTES, HH:MM:SS or D-HH:MM:SS");
+  auto* mem = cmd->add_option("--slurm-mem", a->slurm.mem, "Memory per task: a whole number with K, M, G or T (e.g. 4G)");
+  auto* account = cmd->add_option("--slurm-account", a->slurm.account, "Slurm account to charge");
+  add_int_option(cmd, "--slurm-cpus-per-task", a->slurm.cpus, 1, 4096,
+                 "CPUs per task (default 1); each run gets as many --threads");
+  cmd->add_option("--sbatch-arg", a->slurm.extra, "Another #SBATCH option, as --name=value (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_flag("--dry-run", a->dry_run, "Print the runs' commands, run nothing");
+  cmd->add_option("--progress-every", a->progress_every,
+                  "Seconds between progress lines on stderr when it is not a terminal, and in each run's train.log (0: none)")
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
   cmd->footer(
       "A rerun skips finished runs and resumes the others; a run folder locked by a live process\n"
       "(DIR/<run>/run.lock) is left alone and reported. Runs die with the sweep.\n"
       "Examples:\n"
       "  lpx sweep --recipes mxfp8,mxfp4-rne --seeds 3 --steps 300 --set lr=1e-3,3e-3 --jobs 2 --out runs/a\n"
       "  lpx sweep tools/sweeps/sr-on-off.json --out runs/sr && lpx report runs/sr");
-  cmd->callback([a] { run_sweep(*a); });
+  cmd->callback([a, partition, time, mem, account] {
+    a->slurm.partition_given = partition->count() > 0;
+    a->slurm.time_given = time->count() > 0;
+    a->slurm.mem_given = mem->count() > 0;
+    a->slurm.account_given = account->count() > 0;
+    run_sweep(*a);
+  });
 });
 
 }  // namespace

@@ -33,6 +33,7 @@ struct TrainArgs {
   int batch = 0, threads = 0, layers = 0, channels = 0, heads = 0, context = 0;
   std::vector<int> hidden;
   bool resume = false;
+  double progress_every = 5;  // seconds between plain progress lines when stderr is no terminal
 };
 
 std::string hms(double s) {
@@ -114,16 +115,26 @@ void run_train(const TrainArgs& a) {
     monitor.emplace(t);
   }
   const auto t0 = std::chrono::steady_clock::now();
+  double next_line = a.progress_every;
   try {
   trainer->run([&](const sim::StepMetrics& m, const std::optional<sim::EvalMetrics>& e) {
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t done = m.step + 1 - first;
     const double rate = el > 0 ? static_cast<double>(done * trainer->samples_per_step()) / el : 0;
     const double eta = done > 0 ? el / static_cast<double>(done) * static_cast<double>(cfg.steps - m.step - 1) : 0;
-    if (tty)
+    if (tty) {
       std::fprintf(stderr, "\r\033[Kstep %lld/%lld  loss %.4f  lr %.2e  %.0f %s  ETA %s",
                    static_cast<long long>(m.step + 1), static_cast<long long>(cfg.steps), m.loss,
                    static_cast<double>(m.lr), rate, unit, hms(eta).c_str());
+    } else if (a.progress_every > 0 && el >= next_line) {
+      // a log file (a sweep's train.log, Slurm's output): one plain line every few seconds,
+      // so the log shows where a long run is (README "Training runs")
+      std::fprintf(stderr, "progress: step %lld/%lld  loss %.4f  %.0f %s  elapsed %s  ETA %s\n",
+                   static_cast<long long>(m.step + 1), static_cast<long long>(cfg.steps), m.loss, rate, unit,
+                   hms(el).c_str(), hms(eta).c_str());
+      std::fflush(stderr);
+      next_line = el + a.progress_every;
+    }
     if (e) {
       if (tty) std::fprintf(stderr, "\r\033[K");
       fmt::print("step {:>7}  train loss {:.4f}  eval loss {:.4f}  {} {:.2f}%\n", e->step, m.loss,
@@ -199,6 +210,10 @@ const bool registered = register_command(90, [](CLI::App& app) {
   cmd->add_option("--channels", a->channels, "gpt width (default 64)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--heads", a->heads, "gpt heads (default 4; must divide the width)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--context", a->context, "gpt context (default 64)")->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--progress-every", a->progress_every,
+                  "Seconds between progress lines when stderr is not a terminal (0: none)")
+      ->capture_default_str()
+      ->check(kFiniteNonNegative);
   cmd->add_flag("--resume", a->resume, "Continue the run in --out from its last checkpoint");
   cmd->add_flag("--stop-on-divergence", a->stop_on_divergence,
                 "End the run (after a checkpoint) at the first online divergence flag");

@@ -285,7 +285,7 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
   }
   if (!spec.is_object()) fail(origin, "the spec must be a JSON object");
   static const std::vector<std::string> top = {"name", "description", "model", "steps", "seeds", "reference",
-                                               "grid", "runs", "fixed", "detectors", "jobs", "out"};
+                                               "grid", "runs", "fixed", "detectors", "jobs", "out", "slurm"};
   for (auto it = spec.begin(); it != spec.end(); ++it)
     if (std::find(top.begin(), top.end(), it.key()) == top.end()) {
       std::string all;
@@ -307,6 +307,32 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     check_sweep_text(at("out"), out.out);
   }
   if (spec.contains("jobs")) out.jobs = static_cast<int>(whole_number(at("jobs"), spec["jobs"], 1, kMaxSweepJobs));
+  // "slurm": the job settings of --launcher slurm (types here; formats in cmd_sweep.cpp,
+  // after the command line's --slurm-* options have overridden them)
+  if (spec.contains("slurm")) {
+    const json& sl = spec["slurm"];
+    if (!sl.is_object()) fail(at("slurm"), fmt::format("expected an object, got {}", shown(sl)));
+    for (auto it = sl.begin(); it != sl.end(); ++it) {
+      const std::string k = it.key(), where = at("slurm." + printable(k));
+      if (k == "partition" || k == "time" || k == "mem" || k == "account") {
+        if (!it.value().is_string()) fail(where, fmt::format("expected a string, got {}", shown(it.value())));
+        check_sweep_text(where, it.value().get<std::string>(), 1000);
+      } else if (k == "cpus_per_task") {
+        whole_number(where, it.value(), 1, 4096);
+      } else if (k == "sbatch_args") {
+        if (!it.value().is_array()) fail(where, fmt::format("expected a list of strings, got {}", shown(it.value())));
+        if (it.value().size() > 100) fail(where, "more than 100 options");
+        for (const auto& x : it.value()) {
+          if (!x.is_string()) fail(where, fmt::format("expected a list of strings, got {}", shown(x)));
+          check_sweep_text(where, x.get<std::string>(), 1000);
+        }
+      } else {
+        fail(at("slurm"), fmt::format("unknown key '{}'; allowed: partition, time, mem, account, cpus_per_task, "
+                                      "sbatch_args", printable(k)));
+      }
+    }
+    out.slurm = sl;
+  }
   const std::string model = spec.contains("model") ? one_of(at("model"), spec["model"], {"mlp", "gpt"}) : "mlp";
   const int64_t steps = spec.contains("steps") ? whole_number(at("steps"), spec["steps"], 1, kMaxSweepSteps) : 200;
   // the reference's run name comes from the recipe as written ("ref-fp32-s0")

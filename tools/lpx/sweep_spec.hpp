@@ -51,6 +51,7 @@ struct SweepSpec {
   std::vector<SweepRun> runs;   // the references (one per seed) first
   std::string out;              // the spec's "out" ("" when it has none)
   int jobs = 0;                 // the spec's "jobs" (0 when it has none)
+  nlohmann::ordered_json slurm;  // the spec's "slurm" object, its types checked (null when none)
 };
 
 // Parses and checks a spec (`origin` names it in errors: the file's path) and expands its
