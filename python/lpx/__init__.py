@@ -119,21 +119,25 @@ def _threads(threads):
 
 
 def cast(x, to, round="rne", overflow="ieee", seed=None, stream=None, sr_bits=None,
-         emit="codes", threads=0, out=None):
+         emit="codes", threads=0, out=None, random_words=None):
     """Element cast of every value of x to format `to`, as `lpx cast`.
 
-    round: rne (default), rna, rtz, rup, rdn or sr; overflow: ieee (default; Inf/NaN as
+    round: rne (default), rna, rtz, rup, rdn, rto (to odd), or the stochastic sr, sr-fast,
+    sr-rne, sr-odd (docs/formats.md states each rule); overflow: ieee (default; Inf/NaN as
     ml_dtypes) or sat (clamp to +-max). seed/stream/sr_bits: stochastic rounding's Philox
-    key, stream and random bits (only with round="sr"; element i of x in C order uses
-    random_bits(seed, stream, i)). emit="codes" returns the codes (uint8, or uint16 for
-    9- to 16-bit formats), emit="values" the float32 values after the round trip; both in
-    x's shape. out: an array to write the result into (C-contiguous, of the result's
-    dtype and shape). float64 input is rounded to float32 first (see lpx._arrays).
+    key, stream and random bits (only with a stochastic round; element i of x in C order
+    uses random_bits(seed, stream, i)). random_words: a uint32 array of at least x.size
+    words that replaces Philox's (element i takes word i; its top sr_bits bits are r), as
+    `--random-words`. emit="codes" returns the codes (uint8, or uint16 for 9- to 16-bit
+    formats), emit="values" the float32 values after the round trip; both in x's shape.
+    out: an array to write the result into (C-contiguous, of the result's dtype and
+    shape). float64 input is rounded to float32 first (see lpx._arrays).
     """
     to = _a.str_arg("to", to)
     round, overflow, emit = (_a.str_arg(n, v) for n, v in
                              (("round", round), ("overflow", overflow), ("emit", emit)))
     _core.rounding_check(round)
+    words = _a.random_words_arg(round, seed, stream, random_words)
     seed, stream, sr_bits = _a.sr_options(round, seed, stream, sr_bits)
     threads = _threads(threads)
     bits = _core.format_bits(to)
@@ -141,7 +145,7 @@ def cast(x, to, round="rne", overflow="ieee", seed=None, stream=None, sr_bits=No
     if out is not None:
         dtype = np.float32 if emit == "values" else (np.uint8 if bits <= 8 else np.uint16)
         _a.out_array(out, xf.shape, dtype, xf)
-    return _core.cast(xf, to, round, overflow, seed, stream, sr_bits, emit, threads, out)
+    return _core.cast(xf, to, round, overflow, seed, stream, sr_bits, emit, threads, out, words)
 
 
 def decode(codes, fmt, threads=0, out=None):
@@ -157,11 +161,12 @@ def decode(codes, fmt, threads=0, out=None):
 
 
 def _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits, headroom_3_4,
-                   flush_subnormals, threads):
+                   flush_subnormals, threads, random_words=None):
     a = _core.QuantizeArgs()
     a.format = _a.str_arg("fmt", fmt)
     a.round = _a.str_arg("round", round)
     _core.rounding_check(a.round)
+    a.random_words = _a.random_words_arg(a.round, seed, stream, random_words)
     a.seed, a.stream, a.sr_bits = _a.sr_options(round, seed, stream, sr_bits)
     if block is not None:
         a.block = _a.int_arg("block", block, 1, _a.INT64_MAX)
@@ -180,20 +185,21 @@ def _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits, h
 
 def quantize(x, fmt, block=None, axis=None, scale_rule=None, round="rne", seed=None,
              stream=None, sr_bits=None, headroom_3_4=False, flush_subnormals=False,
-             threads=0):
+             threads=0, random_words=None):
     """Block quantization of x to a block format, as `lpx quantize --emit packed`.
 
     fmt: a preset (mxfp8_e4m3, mxfp8_e5m2, mxfp6_e3m2, mxfp6_e2m3, mxfp4, mxint8, nvfp4,
     nvfp4_2d, fp8_tensor, fp8_block128, fp8_block128x128) or ELEMENT:BLOCK[:SCALE[:RULE]]
     (docs/formats.md#block-formats). block: the length N of 1xN blocks; axis: the axis
     they run along (default -1); scale_rule: floor|rceil|ceil|even (e8m0/pow2 scales).
-    round/seed/stream/sr_bits as in cast(); elements saturate. headroom_3_4: scale from
+    round/seed/stream/sr_bits/random_words as in cast() (element i in C order takes
+    word i); elements saturate. headroom_3_4: scale from
     x, cast x * 3/4 (dequantize divides by 0.75); flush_subnormals: zero float32
     subnormal inputs first. Returns a QuantizedTensor (codes in x's shape, scales on the
     block grid, the NVFP4 tensor scale, the spec, the axis).
     """
     a = _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits,
-                       headroom_3_4, flush_subnormals, threads)
+                       headroom_3_4, flush_subnormals, threads, random_words)
     d = _core.quantize(_a.float_input(x), a)
     return QuantizedTensor(d["codes"], d["scales"], d["spec"], d["axis"], d["tensor_scale"],
                            d["headroom_3_4"], amax=d["amax"], stats=d["stats"], _checked=True)
@@ -201,12 +207,12 @@ def quantize(x, fmt, block=None, axis=None, scale_rule=None, round="rne", seed=N
 
 def fake_quantize(x, fmt, block=None, axis=None, scale_rule=None, round="rne", seed=None,
                   stream=None, sr_bits=None, headroom_3_4=False, flush_subnormals=False,
-                  threads=0, out=None):
+                  threads=0, out=None, random_words=None):
     """quantize(x, ...).dequantize() in one fused pass, without the codes: the float32
     values of `lpx quantize --emit values` (same arguments as quantize(); out as in
     cast())."""
     a = _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits,
-                       headroom_3_4, flush_subnormals, threads)
+                       headroom_3_4, flush_subnormals, threads, random_words)
     xf = _a.float_input(x)
     _a.out_array(out, xf.shape, np.float32, xf)
     return _core.fake_quantize(xf, a, out)
@@ -281,8 +287,8 @@ def analyze(x, formats=None, round="rne", seed=None, name=""):
         raise ValueError("formats needs at least one format")
     round = _a.str_arg("round", round)
     _core.rounding_check(round)
-    if seed is not None and round != "sr":
-        raise ValueError("seed needs round='sr'")
+    if seed is not None and round not in _a.STOCHASTIC:
+        raise ValueError("seed needs round='sr' (or sr-fast, sr-rne, sr-odd)")
     seed = 0 if seed is None else _a.int_arg("seed", seed, 0, _a.UINT64_MAX)
     xf = _a.float_input(x)
     rows = _core.analyze(xf, formats, round, seed)

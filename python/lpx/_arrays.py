@@ -86,11 +86,15 @@ def str_arg(name, value):
     return value
 
 
+# The stochastic rounding modes (docs/formats.md: sr and its variants).
+STOCHASTIC = ("sr", "sr-fast", "sr-rne", "sr-odd")
+
+
 def sr_options(round, seed, stream, sr_bits):
-    """(seed, stream, sr_bits) with their defaults; giving any of them without
-    round='sr' is the CLI's conflict error."""
-    if (seed is not None or stream is not None or sr_bits is not None) and round != "sr":
-        raise ValueError("seed, stream and sr_bits need round='sr'")
+    """(seed, stream, sr_bits) with their defaults; giving any of them without a
+    stochastic round is the CLI's conflict error."""
+    if (seed is not None or stream is not None or sr_bits is not None) and round not in STOCHASTIC:
+        raise ValueError("seed, stream and sr_bits need round='sr' (or sr-fast, sr-rne, sr-odd)")
     seed = 0 if seed is None else int_arg("seed", seed, 0, UINT64_MAX)
     stream = 0 if stream is None else int_arg("stream", stream, 0, UINT32_MAX)
     sr_bits = 32 if sr_bits is None else int_arg("sr_bits", sr_bits, 1, 32)
@@ -99,3 +103,19 @@ def sr_options(round, seed, stream, sr_bits):
 
 def shape_text(shape):
     return "x".join(str(d) for d in shape)
+
+
+def random_words_arg(round, seed, stream, words):
+    """Caller-given random words (docs/formats.md#caller-given-random-bits) as a C-order
+    uint32 array, or None; the CLI's --random-words conflicts. The library refuses words
+    that do not cover the input."""
+    if words is None:
+        return None
+    if round not in STOCHASTIC:
+        raise ValueError("random_words needs a stochastic round (sr, sr-fast, sr-rne, sr-odd)")
+    if seed is not None or stream is not None:
+        raise ValueError("random_words replaces the Philox stream: drop seed and stream")
+    w = np.asarray(words)
+    if w.dtype != np.uint32:
+        raise TypeError(f"random_words must be a uint32 array, not {w.dtype}")
+    return np.ascontiguousarray(w).reshape(-1)

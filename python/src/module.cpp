@@ -143,7 +143,8 @@ py::tuple format_table(const std::string& name) {
 
 py::array cast(const CArray<float>& x, const std::string& to, const std::string& round,
                const std::string& overflow, uint64_t seed, uint32_t stream, int sr_bits,
-               const std::string& emit, int threads, const std::optional<py::array>& out) {
+               const std::string& emit, int threads, const std::optional<py::array>& out,
+               const std::optional<CArray<uint32_t>>& random_words) {
   const lpx::ElementFormat f = lpx::format_by_name(to);
   lpx::CastOptions opt;
   opt.round = lpx::rounding_by_name(round);
@@ -152,6 +153,10 @@ py::array cast(const CArray<float>& x, const std::string& to, const std::string&
   opt.stream = stream;
   opt.sr_bits = sr_bits;
   opt.threads = threads;
+  if (random_words) {  // the library checks that they cover x (docs/formats.md#caller-given-random-bits)
+    opt.random_words = random_words->data();
+    opt.random_words_count = static_cast<uint64_t>(random_words->size());
+  }
   const Shape shape = shape_of(x);
   const auto in = view(x);
   if (emit == "values") {
@@ -227,6 +232,7 @@ struct QuantizeArgs {
   int sr_bits = lpx::kMaxSrBits;
   bool headroom_3_4 = false, flush_subnormals = false;
   int threads = 0;
+  std::optional<CArray<uint32_t>> random_words;  // replaces Philox's words when given
 };
 
 // The block format from the spec and the overriding options: tools/lpx/cmd_quantize.cpp's
@@ -273,6 +279,10 @@ lpx::QuantizeOptions quantize_options(const QuantizeArgs& a) {
   opt.threads = a.threads;
   opt.headroom_3_4 = a.headroom_3_4;
   opt.flush_subnormal_inputs = a.flush_subnormals;
+  if (a.random_words) {
+    opt.random_words = a.random_words->data();
+    opt.random_words_count = static_cast<uint64_t>(a.random_words->size());
+  }
   return opt;
 }
 
@@ -716,7 +726,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("rounding_check", [](const std::string& r) { lpx::rounding_by_name(r); });
   m.def("cast", &cast, py::arg("x"), py::arg("to"), py::arg("round"), py::arg("overflow"),
         py::arg("seed"), py::arg("stream"), py::arg("sr_bits"), py::arg("emit"), py::arg("threads"),
-        py::arg("out"));
+        py::arg("out"), py::arg("random_words"));
   m.def("decode", &decode, py::arg("codes"), py::arg("fmt"), py::arg("threads"), py::arg("out"));
 
   py::class_<QuantizeArgs>(m, "QuantizeArgs")
@@ -731,7 +741,8 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("sr_bits", &QuantizeArgs::sr_bits)
       .def_readwrite("headroom_3_4", &QuantizeArgs::headroom_3_4)
       .def_readwrite("flush_subnormals", &QuantizeArgs::flush_subnormals)
-      .def_readwrite("threads", &QuantizeArgs::threads);
+      .def_readwrite("threads", &QuantizeArgs::threads)
+      .def_readwrite("random_words", &QuantizeArgs::random_words);
   m.def("quantize", &quantize);
   m.def("fake_quantize", &fake_quantize);
   m.def("dequantize", &dequantize, py::arg("codes"), py::arg("scales"), py::arg("tensor_scale"),

@@ -9,16 +9,52 @@ import pytest
 import lpx
 from conftest import sample
 
-ROUNDINGS = ["rne", "rna", "rtz", "rup", "rdn", "sr"]
+STOCHASTIC = ["sr", "sr-fast", "sr-rne", "sr-odd"]
+ROUNDINGS = ["rne", "rna", "rtz", "rup", "rdn", "rto"] + STOCHASTIC
 SR = {"seed": 7, "stream": 3, "sr_bits": 9}
 
 
 def sr_cli(round):
-    return ["--seed", SR["seed"], "--stream", SR["stream"], "--sr-bits", SR["sr_bits"]] if round == "sr" else []
+    return ["--seed", SR["seed"], "--stream", SR["stream"], "--sr-bits", SR["sr_bits"]] if round in STOCHASTIC else []
 
 
 def sr_py(round):
-    return dict(SR) if round == "sr" else {}
+    return dict(SR) if round in STOCHASTIC else {}
+
+
+# IEEE P3109 formats by gfloat's names (not in lpx.formats(): the grammar makes them)
+P3109 = ["p3109_k8p4se", "p3109_k8p3sf", "p3109_k8p4ue", "p3109_k6p3sf", "p3109_k4p2uf", "p3109_k8p1se"]
+
+
+@pytest.mark.parametrize("fmt", P3109)
+def test_cast_p3109_every_rounding(fmt, cli, tmp_path):
+    x = sample((7, 33), seed=len(fmt), scale=lpx.info(fmt).max / 4)
+    x[0, :4] = [-1.5, -0.0, np.inf, -np.inf]  # negatives and -0 to unsigned formats too
+    np.save(tmp_path / "x.npy", x)
+    for round in ROUNDINGS:
+        for overflow in ("ieee", "sat"):
+            cli("cast", "--to", fmt, "--round", round, "--overflow", overflow, *sr_cli(round), "x.npy", "c.npy")
+            got = lpx.cast(x, fmt, round=round, overflow=overflow, **sr_py(round))
+            assert got.tobytes() == np.load(tmp_path / "c.npy").tobytes(), (fmt, round, overflow)
+
+
+@pytest.mark.parametrize("round", STOCHASTIC)
+def test_random_words_match_cli(round, cli, tmp_path):
+    x = sample((9, 64), seed=5)
+    x[~np.isfinite(x)] = 0.5
+    words = np.random.default_rng(11).integers(0, 2**32, size=x.size + 3, dtype=np.uint32)
+    np.save(tmp_path / "x.npy", x)
+    words.astype("<u4").tofile(tmp_path / "w.bin")
+    cli("cast", "--to", "e2m1", "--round", round, "--sr-bits", 5, "--random-words", "w.bin", "x.npy", "c.npy")
+    got = lpx.cast(x, "e2m1", round=round, sr_bits=5, random_words=words)
+    assert got.tobytes() == np.load(tmp_path / "c.npy").tobytes()
+    cli("quantize", "--format", "mxfp4", "--round", round, "--sr-bits", 5, "--random-words", "w.bin",
+        "--emit", "values", "x.npy", "v.npy")
+    got = lpx.fake_quantize(x, "mxfp4", round=round, sr_bits=5, random_words=words)
+    assert got.tobytes() == np.load(tmp_path / "v.npy").tobytes()
+    # other words give other codes somewhere: the words are used, not Philox's
+    other = lpx.cast(x, "e2m1", round=round, sr_bits=5, random_words=words[::-1].copy())
+    assert other.tobytes() != lpx.cast(x, "e2m1", round=round, sr_bits=5, random_words=words).tobytes()
 
 
 @pytest.mark.parametrize("fmt", lpx.formats())

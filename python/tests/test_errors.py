@@ -197,3 +197,17 @@ def test_bad_input_never_crashes_the_interpreter():
         "print('ok')\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+
+
+def test_random_words_refusals(x_npy):
+    w = np.zeros(x_npy.size, dtype=np.uint32)
+    with pytest.raises(ValueError, match="needs a stochastic round"):
+        lpx.cast(x_npy, "e4m3", random_words=w)
+    with pytest.raises(ValueError, match="drop seed and stream"):
+        lpx.cast(x_npy, "e4m3", round="sr", seed=1, random_words=w)
+    with pytest.raises(TypeError, match="uint32"):
+        lpx.cast(x_npy, "e4m3", round="sr", random_words=w.astype(np.int64))
+    with pytest.raises(ValueError):  # fewer words than elements: the library's one line
+        lpx.cast(x_npy, "e4m3", round="sr", random_words=w[:-1])
+    with pytest.raises(ValueError):
+        lpx.quantize(x_npy, "mxfp4", round="sr-rne", random_words=w[:-1])

@@ -28,10 +28,10 @@ if ! env_line=$("$src/tools/slurm/local-cluster.sh" start "$cluster" 2>"$tmp/sta
 fi
 eval "$env_line"
 
-# tiny runs: the fp32 reference and 2 recipes x 2 seeds, a 16-wide MLP, batch 16, 2000 steps
-# (a few seconds each), a checkpoint every 10 steps so a cancelled run resumes midway
+# tiny runs: the fp32 reference and 2 recipes x 2 seeds, a 16-wide MLP, batch 16, 3000 steps
+# (1-2 s of training each), a checkpoint every 10 steps so a cancelled run resumes midway
 cat >"$tmp/spec.json" <<'SPEC'
-{"name": "slurm-test", "steps": 2000, "seeds": 2, "grid": {"recipe": ["bf16", "mxfp8"]},
+{"name": "slurm-test", "steps": 3000, "seeds": 2, "grid": {"recipe": ["bf16", "mxfp8"]},
  "fixed": {"hidden": "16", "batch": 16, "checkpoint_every": 10}}
 SPEC
 sweep=(sweep "$tmp/spec.json" --launcher slurm --submit)
@@ -63,13 +63,23 @@ done
 n=$(ls "$tmp/a"/slurm-"$job"_*.out | wc -l)
 [ "$n" = ${#runs[@]} ] || fail "$n Slurm task outputs for ${#runs[@]} runs"
 
-# 2. the same sweep one task at a time, cancelled after two runs, then resubmitted
-job=$(submit "$tmp/b" --jobs 1)
-for _ in $(seq 1800); do
-  [ "$(ls "$tmp"/b/*/done 2>/dev/null | wc -l)" -ge 2 ] && [ "$(ls "$tmp"/b/*/run.h5 2>/dev/null | wc -l)" -ge 3 ] && break
-  sleep 0.1
+# 2. the same sweep one task at a time, cancelled once two runs are done and a third is
+# past its second checkpoint (its train.log shows step 20 or later: the runs write a
+# progress line every 0.05 s), long before that run ends; then resubmitted
+job=$(submit "$tmp/b" --jobs 1 --progress-every 0.05)
+midway=""
+for _ in $(seq 6000); do
+  if [ "$(ls "$tmp"/b/*/done 2>/dev/null | wc -l)" -ge 2 ]; then
+    for log in "$tmp"/b/*/train.log; do
+      d=$(dirname "$log")
+      [ -f "$d/done" ] && continue
+      step=$(sed -n 's|^progress: step \([0-9][0-9]*\)/.*|\1|p' "$log" | tail -1)
+      if [ -n "$step" ] && [ "$step" -ge 20 ]; then midway=$(basename "$d"); break 2; fi
+    done
+  fi
+  sleep 0.05
 done
-sleep 1.5  # the third run is past its first checkpoints
+[ -n "$midway" ] || fail "no third run was seen past step 20 within 300 s"
 scancel "$job"
 wait_job "$job"
 declare -A before
@@ -96,6 +106,6 @@ for s in a b; do
   [ -s "$tmp/$s/report.html" ] || fail "no report.html in $s"
 done
 resumed=$(cat "$tmp"/b/*/train.log | grep -c "resumed at step" || true)
-[ "$resumed" -ge 1 ] || fail "no run was cancelled midway and resumed (raise the sleep before scancel?)"
+[ "$resumed" -ge 1 ] || fail "run $midway was cancelled midway but no run resumed from a checkpoint"
 echo "slurm_sweep: ${#runs[@]} runs as one array; cancelled after $n_before runs ($resumed run(s) resumed from a checkpoint)" \
   "and resubmitted: none repeated or lost, losses identical; reports written"

@@ -306,7 +306,8 @@ TEST_CASE("sweep: the Slurm script quotes every value; run from another folder, 
   const std::string run = "it_s___touch_PWNED___1-s0";
   const std::vector<std::string> want = {"train", "--seed", "0", "--model", "mlp", "--steps", "2",
                                          "--recipe", fs::absolute(recipe).lexically_normal().string(),
-                                         "--checkpoint-every", "1", "--threads", "1", "--out", (out / run / "run.h5").string()};
+                                         "--checkpoint-every", "1", "--threads", "1", "--progress-every", "5",
+                                         "--out", (out / run / "run.h5").string()};
   CHECK(got == want);
   CHECK(fs::exists(out / run / "done"));
   for (const auto& e : fs::recursive_directory_iterator(d.path())) CHECK(e.path().filename() != "PWNED");

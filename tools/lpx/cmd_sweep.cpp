@@ -329,7 +329,8 @@ pid_t start(const std::string& exe, const std::vector<std::string>& args, const 
 // a header of #SBATCH lines, then one case entry per run (its name and its arguments, each
 // a single-quoted word), then the few lines that run one task. `array_limit` 0: no %N.
 void write_slurm(const fs::path& dir, const std::string& abs_dir, const std::vector<SweepRun>& runs, int array_limit,
-                 const SlurmOptions& so, const std::string& exe, const std::string& name, bool submit) {
+                 const SlurmOptions& so, const std::string& exe, const std::string& name, bool submit,
+                 double progress_every) {
   const int cpus = so.cpus > 0 ? so.cpus : 1;
   std::string s =
       "#!/bin/bash\n"
@@ -353,9 +354,11 @@ void write_slurm(const fs::path& dir, const std::string& abs_dir, const std::vec
       "LPX={}\n"
       "DIR={}\n"
       "THREADS=\"${{SLURM_CPUS_PER_TASK:-{}}}\"\n"
+      "# seconds between the progress lines each run writes to its train.log (--progress-every)\n"
+      "PROGRESS={}\n"
       "# idle OpenMP threads sleep instead of spinning (README \"Sweeps that share a machine\")\n"
       "export OMP_WAIT_POLICY=\"${{OMP_WAIT_POLICY:-passive}}\"\n",
-      shell_quote(exe), shell_quote(abs_dir), cpus);
+      shell_quote(exe), shell_quote(abs_dir), cpus, shell_quote(fmt::format("{}", progress_every)));
   s += "case \"${SLURM_ARRAY_TASK_ID:?run this script with sbatch: it is a Slurm job array}\" in\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const auto [rest, threads] = split_threads(runs[i].args);
@@ -376,8 +379,10 @@ void write_slurm(const fs::path& dir, const std::string& abs_dir, const std::vec
        "  exec 9>>\"$d/run.lock\"\n"
        "  flock -n 9 || { echo \"lpx sweep: $d is locked by a live process (run.lock); skipped\" >&2; exit 1; }\n"
        "fi\n"
-       "if [ -f \"$d/run.h5\" ] && \"$LPX\" train --out \"$d/run.h5\" --resume --threads \"$THREADS\" >>\"$d/train.log\" 2>&1; then :\n"
-       "else \"$LPX\" \"${ARGS[@]}\" --threads \"$THREADS\" --out \"$d/run.h5\" >>\"$d/train.log\" 2>&1; fi\n"
+       "if [ -f \"$d/run.h5\" ] && \"$LPX\" train --out \"$d/run.h5\" --resume --threads \"$THREADS\" \\\n"
+       "     --progress-every \"$PROGRESS\" >>\"$d/train.log\" 2>&1; then :\n"
+       "else \"$LPX\" \"${ARGS[@]}\" --threads \"$THREADS\" --progress-every \"$PROGRESS\" --out \"$d/run.h5\" \\\n"
+       "     >>\"$d/train.log\" 2>&1; fi\n"
        "echo '{\"launcher\": \"slurm\"}' >\"$d/done.tmp\" && mv -f \"$d/done.tmp\" \"$d/done\"\n";
   const fs::path script = dir / "sweep.sbatch";
   write_atomic(script, s);
@@ -455,7 +460,7 @@ void run_sweep(const SweepArgs& a) {
     return write_stdout(listing, "sweep");
   }
   // a Slurm array runs as many tasks at once as the cluster gives unless --jobs asks for fewer
-  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, a.jobs, slurm, exe, spec.name, a.submit);
+  if (a.launcher == "slurm") return write_slurm(dir, abs_dir, runs, a.jobs, slurm, exe, spec.name, a.submit, a.progress_every);
 
   // local: a queue of runs, at most `jobs` children
   struct Task {
