@@ -8,5 +8,5 @@ tools/build.sh
 ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 1500
 tests/browser/report-in-chromium.sh build
 if [ -x tools/run-fuzz.sh ]; then
-  tools/run-fuzz.sh --tests
+  tools/run-fuzz.sh --tests 10   # 10 s per fuzzer: CI's budget (the script's default is 20 s)
 fi

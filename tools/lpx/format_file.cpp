@@ -19,7 +19,10 @@ void load_format_file(const std::string& path) {
   };
   if (!j.is_object()) fail("a format descriptor is a JSON object");
   FormatDescriptor d;
-  for (const auto& [key, v] : j.items()) {
+  for (const auto& item : j.items()) {
+    // named, not a structured binding: clang 14 (the fuzz build) cannot capture those
+    const std::string& key = item.key();
+    const nlohmann::ordered_json& v = item.value();
     const auto want_int = [&]() {
       if (!v.is_number_integer()) fail(fmt::format("\"{}\" must be an integer", key));
       const auto x = v.get<int64_t>();
