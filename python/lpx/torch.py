@@ -245,7 +245,7 @@ def apply_recipe(model, recipe, seed=0, log=None, head="last", model_name="torch
 
     Layers are keyed as the C++ trainer keys them: name = the module's path in the model
     (its random streams: FNV-1a of it), index = its position among the linears, count =
-    their number (high_precision.first_blocks/last_blocks count in linears), kind =
+    their number (high_precision's first/last blocks and fractions count in linears), kind =
     "head" for the `head` layer (default "last": the last linear, as sim's MLP; None: no
     head; or a module path) and "linear" otherwise. seed: the run seed of the SR keys and
     RHT signs. log: a path to write the HDF5 run log (runlog/, readable by `lpx report`

@@ -2,6 +2,7 @@
 #include "lpx/recipes/recipe.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -93,6 +94,14 @@ class Parser {
                                                    v.get<uint64_t>(), uint64_t{INT64_MAX}))
                                              : v.get<int64_t>();
     if (x < lo || x > hi) fail(path, fmt::format("{} is out of range; allowed: {}", x, range));
+    return x;
+  }
+
+  // A number in [0, 1].
+  double fraction(const json& v, const std::string& path) const {
+    if (!v.is_number()) fail(path, fmt::format("expected a number in [0, 1], got {}", v.type_name()));
+    const double x = v.get<double>();
+    if (!(x >= 0.0 && x <= 1.0)) fail(path, fmt::format("{} is outside [0, 1]; allowed: a fraction of the model's depth", x));
     return x;
   }
 
@@ -360,12 +369,29 @@ Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
   if (j.contains("high_precision")) {
     const json& h = j["high_precision"];
     p.expect_object(h, "high_precision");
-    p.check_keys(h, "high_precision", {"first_blocks", "last_blocks", "embeddings", "head", "attention", "format"});
+    p.check_keys(h, "high_precision", {"first_blocks", "last_blocks", "first_fraction", "last_fraction", "blocks",
+                                       "embeddings", "head", "attention", "format"});
     auto& hp = r.high_precision;
     if (h.contains("first_blocks"))
       hp.first_blocks = static_cast<int>(p.integer(h["first_blocks"], "high_precision.first_blocks", 0, 1 << 20));
     if (h.contains("last_blocks"))
       hp.last_blocks = static_cast<int>(p.integer(h["last_blocks"], "high_precision.last_blocks", 0, 1 << 20));
+    for (const char* end : {"first", "last"}) {
+      const std::string key = fmt::format("{}_fraction", end), path = "high_precision." + key;
+      if (!h.contains(key)) continue;
+      const double f = p.fraction(h[key], path);
+      if (h.contains(fmt::format("{}_blocks", end)) && h[fmt::format("{}_blocks", end)] != 0)
+        p.fail(path, fmt::format("give {}_blocks or {}_fraction, not both", end, end));
+      (end[0] == 'f' ? hp.first_fraction : hp.last_fraction) = f;
+    }
+    if (h.contains("blocks")) {
+      const json& b = h["blocks"];
+      if (!b.is_array()) p.fail("high_precision.blocks", fmt::format("expected a list of block indices, got {}", b.type_name()));
+      for (size_t i = 0; i < b.size(); ++i)
+        hp.blocks.push_back(static_cast<int>(p.integer(b[i], fmt::format("high_precision.blocks[{}]", i), 0, 1 << 20)));
+      std::sort(hp.blocks.begin(), hp.blocks.end());
+      hp.blocks.erase(std::unique(hp.blocks.begin(), hp.blocks.end()), hp.blocks.end());
+    }
     if (h.contains("embeddings")) hp.embeddings = p.boolean(h["embeddings"], "high_precision.embeddings");
     if (h.contains("head")) hp.head = p.boolean(h["head"], "high_precision.head");
     if (h.contains("attention")) hp.attention = p.boolean(h["attention"], "high_precision.attention");
@@ -414,6 +440,9 @@ std::string Recipe::to_json() const {
   ordered_json h;
   h["first_blocks"] = high_precision.first_blocks;
   h["last_blocks"] = high_precision.last_blocks;
+  if (high_precision.first_fraction) h["first_fraction"] = *high_precision.first_fraction;
+  if (high_precision.last_fraction) h["last_fraction"] = *high_precision.last_fraction;
+  if (!high_precision.blocks.empty()) h["blocks"] = high_precision.blocks;
   h["embeddings"] = high_precision.embeddings;
   h["head"] = high_precision.head;
   h["attention"] = high_precision.attention;
@@ -465,7 +494,24 @@ bool keeps_high_precision(const Recipe& recipe, const LayerInfo& layer) {
     case LayerInfo::attention_bmm: return hp.attention;
     case LayerInfo::linear: break;
   }
-  return layer.index < hp.first_blocks || layer.index >= layer.count - hp.last_blocks;
+  return layer.index < hp.first_count(layer.count) || layer.index >= layer.count - hp.last_count(layer.count) ||
+         std::binary_search(hp.blocks.begin(), hp.blocks.end(), layer.index);
+}
+
+namespace {
+// round(fraction * count), halves up; the product is nudged by a few ulps first so that a
+// fraction written as a ratio (2/62 as 0.03225806451612903) gives back its count exactly.
+int blocks_of(double fraction, int count) {
+  const double x = fraction * static_cast<double>(count);
+  return static_cast<int>(std::floor(x * (1.0 + 1e-12) + 0.5));
+}
+}  // namespace
+
+int HighPrecisionLayers::first_count(int count) const {
+  return first_fraction ? blocks_of(*first_fraction, count) : first_blocks;
+}
+int HighPrecisionLayers::last_count(int count) const {
+  return last_fraction ? blocks_of(*last_fraction, count) : last_blocks;
 }
 
 Recipe load_recipe(const std::string& name_or_path) {

@@ -63,8 +63,13 @@ TEST_CASE("catalogue: nvfp4 (NVIDIA 2025)", "[recipes]") {
   CHECK(rht(r.role(GemmRole::wgrad_dy), 16, Transform::Signs::fixed));
   for (GemmRole g : {GemmRole::fwd_x, GemmRole::fwd_w, GemmRole::dgrad_dy, GemmRole::dgrad_w})
     CHECK(no_transform(r.role(g)));
-  CHECK(r.high_precision.first_blocks == 2);
-  CHECK(r.high_precision.last_blocks == 8);
+  // NVIDIA's counts at 62 blocks, written as fractions of depth so that they scale.
+  CHECK(r.high_precision.first_count(62) == 2);
+  CHECK(r.high_precision.last_count(62) == 8);
+  CHECK(r.high_precision.first_count(8) == 0);  // 0.26 of a block
+  CHECK(r.high_precision.last_count(8) == 1);   // 1.03 blocks
+  CHECK(r.high_precision.last_count(4) == 1);   // 0.52: halves round up
+  CHECK(r.high_precision.last_count(3) == 0);   // 0.39
   CHECK(r.high_precision.embeddings);
   CHECK(r.high_precision.head);
   CHECK(r.high_precision.attention);
@@ -76,6 +81,24 @@ TEST_CASE("catalogue: nvfp4 (NVIDIA 2025)", "[recipes]") {
   CHECK(!keeps_high_precision(r, LayerInfo{2, 62, LayerInfo::linear, "l"}));
   CHECK(!keeps_high_precision(r, LayerInfo{53, 62, LayerInfo::linear, "l"}));
   CHECK(keeps_high_precision(r, LayerInfo{54, 62, LayerInfo::linear, "l"}));
+  // On an 8-block model only the last block stays in BF16.
+  for (int i = 0; i < 8; ++i) CHECK(keeps_high_precision(r, LayerInfo{i, 8, LayerInfo::linear, "l"}) == (i == 7));
+}
+
+TEST_CASE("high_precision.blocks keeps more blocks, and the canonical form keeps fractions and blocks") {
+  Recipe r = recipe_by_name("mxfp4-rne");
+  r.high_precision.blocks = {1, 3};
+  for (int i = 0; i < 6; ++i)
+    CHECK(keeps_high_precision(r, LayerInfo{i, 6, LayerInfo::linear, "l"}) == (i == 1 || i == 3));
+  CHECK(!keeps_high_precision(r, LayerInfo{1, 6, LayerInfo::attention_bmm, "a"}));  // a linear's rule only
+  r.high_precision.last_fraction = 0.5;
+  const Recipe back = Recipe::from_json(r.to_json(), "roundtrip");
+  CHECK(back.to_json() == r.to_json());
+  CHECK(back.high_precision.blocks == std::vector<int>{1, 3});
+  REQUIRE(back.high_precision.last_fraction);
+  CHECK(*back.high_precision.last_fraction == 0.5);
+  for (int i = 0; i < 6; ++i)
+    CHECK(keeps_high_precision(back, LayerInfo{i, 6, LayerInfo::linear, "l"}) == (i == 1 || i >= 3));
 }
 
 TEST_CASE("catalogue: mxfp4-sr-rht (Tseng et al. 2025)", "[recipes]") {

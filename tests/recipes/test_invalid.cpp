@@ -108,7 +108,19 @@ TEST_CASE("invalid recipes name the key path and the allowed values", "[recipes]
   add("negative first blocks", [](json& j) { j["high_precision"]["first_blocks"] = -1; },
       {"high_precision.first_blocks", "out of range", "0.."});
   add("high-precision unknown key", [](json& j) { j["high_precision"]["norms"] = true; },
-      {"high_precision.norms", "first_blocks, last_blocks, embeddings, head, attention, format"});
+      {"high_precision.norms", "first_blocks, last_blocks, first_fraction, last_fraction, blocks, embeddings, head, attention, format"});
+  add("fraction above 1", [](json& j) { j["high_precision"]["last_fraction"] = 1.5; },
+      {"high_precision.last_fraction", "outside [0, 1]"});
+  add("negative fraction", [](json& j) { j["high_precision"]["first_fraction"] = -0.1; },
+      {"high_precision.first_fraction", "outside [0, 1]"});
+  add("fraction as text", [](json& j) { j["high_precision"]["first_fraction"] = "10%"; },
+      {"high_precision.first_fraction", "expected a number in [0, 1]"});
+  add("fraction and count", [](json& j) { j["high_precision"]["first_fraction"] = 0.1; j["high_precision"]["first_blocks"] = 2; },
+      {"high_precision.first_fraction", "not both"});
+  add("blocks not a list", [](json& j) { j["high_precision"]["blocks"] = 3; },
+      {"high_precision.blocks", "list of block indices"});
+  add("negative block", [](json& j) { j["high_precision"]["blocks"] = {0, -2}; },
+      {"high_precision.blocks[1]", "out of range"});
   add("missing source", [](json& j) { j.erase("source"); }, {"source", "missing"});
   add("bad name", [](json& j) { j["name"] = "My Recipe"; }, {"name", "a-z"});
 

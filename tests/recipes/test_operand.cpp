@@ -225,8 +225,14 @@ TEST_CASE("operand: identity roles and high-precision layers leave data untouche
     q.apply(g, inplace.data(), inplace.data(), rows, cols, 0);
     CHECK(same_bits(inplace, x));
   }
-  // nvfp4 keeps blocks 0-1 and 4-11 of 12 (last 8), embeddings, head and attention in BF16.
-  Recipe hp32 = recipe_by_name("nvfp4");
+  // nvfp4 with NVIDIA's counts (2 and 8 blocks) keeps blocks 0-1 and 4-11 of 12,
+  // embeddings, head and attention in BF16.
+  Recipe counts = recipe_by_name("nvfp4");
+  counts.high_precision.first_fraction.reset();
+  counts.high_precision.last_fraction.reset();
+  counts.high_precision.first_blocks = 2;
+  counts.high_precision.last_blocks = 8;
+  Recipe hp32 = counts;
   hp32.high_precision.format = RoleSpec::Kind::fp32;
   std::vector<float> bf16(x.size());
   CastOptions copt;
@@ -235,7 +241,7 @@ TEST_CASE("operand: identity roles and high-precision layers leave data untouche
                                  LayerInfo{0, 12, LayerInfo::embedding, "emb"}, LayerInfo{0, 12, LayerInfo::head, "head"},
                                  LayerInfo{3, 12, LayerInfo::attention_bmm, "b3.qk"}}) {
     INFO(layer.name);
-    OperandQuantizer untouched(hp32, layer, 1), kept(recipe_by_name("nvfp4"), layer, 1);
+    OperandQuantizer untouched(hp32, layer, 1), kept(counts, layer, 1);
     CHECK(untouched.high_precision());
     for (GemmRole g : kAllGemmRoles) {
       CHECK(untouched.is_identity(g));
@@ -243,7 +249,7 @@ TEST_CASE("operand: identity roles and high-precision layers leave data untouche
       CHECK(same_bits(run(kept, g, x, rows, cols, 0), bf16));
     }
   }
-  OperandQuantizer low(recipe_by_name("nvfp4"), LayerInfo{2, 12, LayerInfo::linear, "b2"}, 1);
+  OperandQuantizer low(counts, LayerInfo{2, 12, LayerInfo::linear, "b2"}, 1);
   CHECK(!low.high_precision());
   CHECK(!same_bits(run(low, GemmRole::fwd_x, x, rows, cols, 0), bf16));
 }

@@ -1,6 +1,8 @@
 #include "cli_util.hpp"
 
 #include <charconv>
+#include <map>
+#include <set>
 #include <cmath>
 #include <stdexcept>
 
@@ -188,4 +190,44 @@ void finish_stdout() {
                                   e != 0 ? std::strerror(e) : "write error"));
 }
 
+}  // namespace lpx::cli
+
+namespace lpx::cli {
+std::string compress_layer_names(const std::vector<std::string>& some, const std::vector<std::string>& all) {
+  const std::set<std::string> in(some.begin(), some.end());
+  const auto block_of = [](const std::string& n) {
+    const size_t dot = n.find('.');
+    return dot == std::string::npos ? std::string() : n.substr(0, dot);
+  };
+  const auto is_bmm = [](const std::string& n) { return n.ends_with(".attn.bmm"); };
+  bool all_bmm = false;
+  for (const auto& n : all)
+    if (is_bmm(n)) all_bmm = true;
+  for (const auto& n : all)
+    if (is_bmm(n) && !in.count(n)) all_bmm = false;
+  // blocks whose every layer (attention products aside when they are all kept) is in `some`
+  std::map<std::string, bool> whole;
+  for (const auto& n : all) {
+    const std::string b = block_of(n);
+    if (b.empty() || (all_bmm && is_bmm(n))) continue;
+    auto [it, fresh] = whole.emplace(b, true);
+    if (!in.count(n)) it->second = false;
+  }
+  std::vector<std::string> parts;
+  std::set<std::string> said;
+  for (const auto& n : all) {
+    if (!in.count(n)) continue;
+    if (all_bmm && is_bmm(n)) continue;
+    const std::string b = block_of(n);
+    if (!b.empty() && whole[b]) {
+      if (said.insert(b).second) parts.push_back(b + ".*");
+      continue;
+    }
+    parts.push_back(n);
+  }
+  if (all_bmm) parts.push_back("attention products");
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : ", ") + p;
+  return s;
+}
 }  // namespace lpx::cli

@@ -113,3 +113,11 @@ void print_formats();
 void print_info(const ElementFormat& f);
 void print_table(const ElementFormat& f);
 }  // namespace lpx::cli
+
+namespace lpx::cli {
+// `some` (a subset of `all`, both GEMM layer names as the models name them: "h3.mlp.fc",
+// "h3.attn.bmm", "lm_head", "fc0") in few words: a block whose layers are all in `some`
+// becomes "h3.*", the attention products of every block "attention products", the rest
+// stay by name. For `lpx train`'s and `lpx report`'s "kept in high precision" lists.
+std::string compress_layer_names(const std::vector<std::string>& some, const std::vector<std::string>& all);
+}  // namespace lpx::cli

@@ -19,8 +19,11 @@ void list_recipes() {
     fmt::print("{:<14} roles: {}\n", "", r.describe());
     std::string kept;
     const auto& hp = r.high_precision;
-    if (hp.first_blocks) kept += fmt::format("first {} blocks, ", hp.first_blocks);
-    if (hp.last_blocks) kept += fmt::format("last {} blocks, ", hp.last_blocks);
+    if (hp.first_fraction) kept += fmt::format("first {:.3g} of the blocks, ", *hp.first_fraction);
+    else if (hp.first_blocks) kept += fmt::format("first {} blocks, ", hp.first_blocks);
+    if (hp.last_fraction) kept += fmt::format("last {:.3g} of the blocks, ", *hp.last_fraction);
+    else if (hp.last_blocks) kept += fmt::format("last {} blocks, ", hp.last_blocks);
+    for (int b : hp.blocks) kept += fmt::format("block {}, ", b);
     if (hp.embeddings) kept += "embeddings, ";
     if (hp.head) kept += "head, ";
     if (hp.attention) kept += "attention, ";

@@ -23,6 +23,37 @@
 namespace lpx::cli {
 namespace {
 
+// One line on what the recipe does to this model's GEMM layers: how many it quantizes below
+// BF16 and which it keeps in high precision (a recipe written for a 62-block model can keep
+// every layer of a small one: docs/recipes.md#high-precision-layers), or that it quantizes
+// none.
+std::string precision_line(sim::Trainer& t) {
+  std::vector<std::string> all, kept;
+  int quantized = 0;
+  for (const sim::QuantGemms* g : t.model().gemm_layers()) {
+    const OperandQuantizer& q = g->quantizer();
+    all.push_back(q.layer().name);
+    if (q.high_precision()) kept.push_back(q.layer().name);
+    bool low = false;
+    for (GemmRole r : kAllGemmRoles)
+      low = low || q.spec(r).kind == RoleSpec::Kind::block || q.spec(r).kind == RoleSpec::Kind::ternary_absmean;
+    quantized += low;
+  }
+  const Recipe& r = t.recipe();
+  const char* kept_as = r.high_precision.format == RoleSpec::Kind::fp32 ? "fp32" : "bf16";
+  bool recipe_quantizes = false;
+  for (GemmRole role : kAllGemmRoles)
+    recipe_quantizes = recipe_quantizes || r.role(role).kind == RoleSpec::Kind::block ||
+                       r.role(role).kind == RoleSpec::Kind::ternary_absmean;
+  if (!recipe_quantizes) return fmt::format("precision: no GEMM quantized below BF16 (recipe {} keeps its operands in {})", r.name, r.describe());
+  if (quantized == 0)
+    return fmt::format("precision: WARNING: recipe {} quantizes no GEMM of this model: its high_precision rules keep all {} "
+                       "GEMM layers in {}, so this run measures {}, not the recipe's format",
+                       r.name, all.size(), kept_as, kept_as);
+  return fmt::format("precision: {} of {} GEMM layers quantized; kept in {}: {}", quantized, all.size(), kept_as,
+                     kept.empty() ? std::string("none") : compress_layer_names(kept, all));
+}
+
 struct TrainArgs {
   std::string model = "mlp", recipe = "fp32", out, data, activation, device;
   int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
@@ -95,6 +126,7 @@ void run_train(const TrainArgs& a) {
   fmt::print("lpx train: {} with recipe {} for {} steps (seed {}){}\n", sim::model_kind_name(cfg.model.kind),
              trainer->recipe().name, cfg.steps, cfg.seed,
              first > 0 ? fmt::format(", resumed at step {}", first) : "");
+  fmt::print("{}\n", precision_line(*trainer));
   std::fflush(stdout);
   // --stop-on-divergence: the online run-level detectors (non-finite values, loss and
   // gradient-norm spikes, update-ratio drift) watch every step; the first flag ends the

@@ -38,6 +38,9 @@
 //       } },
 //     "high_precision": {                       layers that skip the roles above
 //       "first_blocks": int >= 0, "last_blocks": int >= 0,   default 0, 0
+//       "first_fraction", "last_fraction": number in [0, 1]: the same as fractions of
+//                         the model's depth (instead of the count)          default absent
+//       "blocks": [int >= 0, ...]  more blocks kept, by index (ablations)   default []
 //       "embeddings": bool, "head": bool, "attention": bool, default false, false, false
 //       "format": "bf16" | "fp32"  what those layers' operands become    default "bf16"
 //     },
@@ -58,6 +61,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/quantize.hpp"
@@ -136,6 +140,15 @@ struct RoleSpec {
 struct HighPrecisionLayers {
   int first_blocks = 0;  // transformer blocks [0, first_blocks) ...
   int last_blocks = 0;   // ... and [count - last_blocks, count) keep high precision
+  // Or the same as fractions of depth (a recipe written for another depth, as NVIDIA's
+  // "2 and 8 of 62 blocks"): a model of `count` blocks keeps round(fraction * count)
+  // blocks, halves rounded up (docs/recipes.md#high-precision-layers). A fraction and its
+  // count are exclusive.
+  std::optional<double> first_fraction, last_fraction;
+  std::vector<int> blocks;  // more blocks kept, by index, sorted and unique (ablations)
+  // The numbers of leading and trailing blocks kept in a model of `count` blocks.
+  int first_count(int count) const;
+  int last_count(int count) const;
   bool embeddings = false;
   bool head = false;
   bool attention = false;  // attention products (Q K^T, P V)
@@ -201,8 +214,9 @@ struct LayerInfo {
 
 std::string_view layer_kind_name(LayerInfo::Kind k);  // "linear" | "attention_bmm" | "embedding" | "head"
 
-// linear: index < first_blocks or index >= count - last_blocks; attention_bmm:
-// high_precision.attention; embedding: .embeddings; head: .head.
+// linear: index < first_count(count), index >= count - last_count(count), or index in
+// high_precision.blocks; attention_bmm: high_precision.attention; embedding: .embeddings;
+// head: .head.
 bool keeps_high_precision(const Recipe& recipe, const LayerInfo& layer);
 
 }  // namespace lpx
