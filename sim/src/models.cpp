@@ -456,6 +456,33 @@ constexpr EnumNames<ModelKind, 2> kModelKindNames{{"mlp", "gpt"}};
 constexpr EnumNames<Activation, 3> kActivationNames{{"relu", "gelu", "swiglu"}};
 }  // namespace
 
+namespace {
+struct GptPreset {
+  std::string_view name;
+  int layers, channels, heads, context;
+};
+constexpr GptPreset kGptPresets[] = {
+    {"gpt-tiny", 2, 64, 4, 64},
+    {"gpt-small", 6, 128, 4, 64},
+    {"gpt-medium", 8, 192, 6, 128},
+};
+}  // namespace
+
+void apply_gpt_preset(ModelConfig& cfg, std::string_view name) {
+  for (const GptPreset& p : kGptPresets)
+    if (p.name == name) {
+      cfg.kind = ModelKind::gpt;
+      cfg.layers = p.layers;
+      cfg.channels = p.channels;
+      cfg.heads = p.heads;
+      cfg.context = p.context;
+      return;
+    }
+  throw std::invalid_argument(fmt::format("unknown preset '{}' ({})", name, gpt_preset_names()));
+}
+
+std::string_view gpt_preset_names() { return "gpt-tiny | gpt-small | gpt-medium"; }
+
 std::string_view model_kind_name(ModelKind k) { return kModelKindNames(k); }
 
 ModelKind model_kind_by_name(std::string_view name) {

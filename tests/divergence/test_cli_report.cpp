@@ -61,7 +61,7 @@ TEST_CASE("report: verdicts as JSON, text as Markdown") {
   put(sw, "mxfp4-lr0.01-s0", synthetic("mxfp4-rne", 0, 1e-2, 60));
   const auto r = run_lpx("report " + sw.string() + " --format json", d);
   REQUIRE(r.status == 0);
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out)["runs"];
   REQUIRE(j.size() == 3);
   std::map<std::string, nlohmann::json> by;
   for (const auto& x : j) by[x["run"].get<std::string>()] = x;
@@ -201,7 +201,7 @@ TEST_CASE("report: one unreadable log is listed, and the report covers the other
 
   r = run_lpx("report " + sw.string() + " --format json", d);
   REQUIRE(r.status == 0);
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = nlohmann::json::parse(r.out)["runs"];
   CHECK(j.size() == 2);
   CHECK(r.err.find("report: nvfp4-s0: unreadable: ") != std::string::npos);
 
@@ -272,15 +272,18 @@ TEST_CASE("report: a failed write (full disk, file-size limit) is an error, exit
   }
 }
 
-TEST_CASE("report: a run whose recipe quantized nothing below BF16 is marked in the table") {
+TEST_CASE("report: a run whose recipe quantized nothing below BF16 is marked, and kept layers are listed") {
   TempDir d;
-  // sub4-e2m0 keeps the first and last layer in BF16: on a 2-layer MLP that is every layer
-  const auto s = run_lpx("sweep --recipes sub4-e2m0,mxfp8 --steps 3 --set hidden=8 --set batch=8 --progress-every 0 "
+  // NVIDIA's 2 + 8 blocks taken as counts keep every layer of a 2-layer MLP in BF16; the
+  // catalogue's sub4-e2m0 (fractions of depth) quantizes fc0 and keeps the head fc1
+  const std::string counts = std::string(LPX_SOURCE_DIR) + "/tools/sweeps/recipes/nvfp4-counts-2-8.json";
+  const auto s = run_lpx("sweep --recipes sub4-e2m0,mxfp8," + counts + " --steps 3 --set hidden=8 --set batch=8 --progress-every 0 "
                          "--out " + (d / "s").string(), d);
   REQUIRE(s.status == 0);
   const auto r = run_lpx("report " + (d / "s").string() + " --format md", d);
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("| sub4-e2m0 (nothing quantized below BF16) |") != std::string::npos);
+  CHECK(r.out.find("| nvfp4-counts-2-8 (nothing quantized below BF16) |") != std::string::npos);
+  CHECK(r.out.find("| sub4-e2m0 (kept high: fc1) |") != std::string::npos);
   CHECK(r.out.find("| mxfp8 (nothing") == std::string::npos);
   CHECK(r.out.find("| fp32 (nothing") == std::string::npos);
 }

@@ -44,6 +44,8 @@
 #include "lpx/io/json_input.hpp"
 #include "lpx/runlog/run_log.hpp"
 #include "stdout_write.hpp"
+#include "cli_util.hpp"     // compress_layer_names
+#include "report_study.hpp"
 #include "sweep_spec.hpp"  // printable
 
 namespace lpx::cli {
@@ -57,6 +59,7 @@ using json = nlohmann::ordered_json;
 
 struct ReportArgs {
   std::string dir, format = "html", reference, thresholds, assets;
+  bool intervals = false;  // --intervals: every configuration must have 2 seeds or more
 };
 
 struct Run {
@@ -79,6 +82,8 @@ struct Report {
   std::vector<std::unique_ptr<Run>> runs;
   std::vector<std::string> missing;  // lines about what is not there
   divergence::Thresholds thresholds;
+  std::vector<ConfigStats> configs;  // seed statistics per configuration (report_study.hpp)
+  std::vector<Blame> blames;         // per-operand / per-layer blame of ablation sweeps
 };
 
 void flatten(const json& j, const std::string& prefix, json& out) {
@@ -144,6 +149,8 @@ json read_plan(const fs::path& path) {
   }
   return plan;
 }
+
+std::string config_text(const json& swept);
 
 Report load(const ReportArgs& a) {
   Report rep;
@@ -313,6 +320,22 @@ Report load(const ReportArgs& a) {
     if (r->ref) r->gap = (r->final_loss - tail_mean(r->ref->series.loss, rep.thresholds.smooth)) /
                          std::fabs(tail_mean(r->ref->series.loss, rep.thresholds.smooth));
   }
+  // seed statistics and blame over the finished runs
+  std::vector<StudyRun> study;
+  for (const auto& r : rep.runs) {
+    if (!r->finished) continue;
+    study.push_back(StudyRun{r->name, r->log.header.recipe, config_text(r->swept),
+                             static_cast<uint64_t>(r->log.header.seed), r->reference,
+                             r->final_loss, r->ref ? tail_mean(r->ref->series.loss, rep.thresholds.smooth) : NAN});
+  }
+  rep.configs = config_stats(study);
+  rep.blames = blame(study);
+  if (a.intervals)
+    for (const ConfigStats& c : rep.configs)
+      if (c.gap.n < 2)
+        throw UsageError(fmt::format("report: --intervals: {}{} has {} seed{} with a reference; 95% intervals need at least 2 "
+                                     "(sweep with --seeds 3)",
+                                     c.recipe, c.config == "-" ? "" : " (" + c.config + ")", c.gap.n, c.gap.n == 1 ? "" : "s"));
   return rep;
 }
 
@@ -410,10 +433,36 @@ bool quantized_nothing(const Run& r) {
   return true;
 }
 
+// The layers a run kept in high precision while it quantized others ("h7.*, lm_head,
+// attention products"), from /quant/applied; "" when it kept none or quantized none.
+std::string kept_layers(const Run& r) {
+  const auto& q = r.log.quant;
+  const size_t nr = q.roles.size();
+  if (q.applied.empty() || nr == 0 || q.applied.size() != q.layers.size() * nr || quantized_nothing(r)) return "";
+  std::vector<std::string> kept;
+  bool any_low = false;
+  for (size_t l = 0; l < q.layers.size(); ++l) {
+    bool high = true, ran = false;
+    for (size_t k = 0; k < nr; ++k) {
+      const std::string& e = q.applied[l * nr + k].element;
+      if (e.empty()) continue;
+      ran = true;
+      if (e != "float32" && e != "bfloat16") high = false;
+    }
+    if (ran && high) kept.push_back(q.layers[l]);
+    any_low = any_low || !high;
+  }
+  return any_low && !kept.empty() ? compress_layer_names(kept, q.layers) : "";
+}
+
 std::string table_row_cells(const Run& r) {
   const auto& o = r.outcome;
+  const std::string kept = kept_layers(r);
   return fmt::format("{}|{}{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe,
-                     quantized_nothing(r) ? " (nothing quantized below BF16)" : "", r.log.header.seed, config_text(r.swept),
+                     quantized_nothing(r) ? " (nothing quantized below BF16)"
+                     : kept.empty()       ? ""
+                                          : fmt::format(" (kept high: {})", kept),
+                     r.log.header.seed, config_text(r.swept),
                      fmt_num(r.final_loss), r.ref ? fmt::format("{:+.2f}%", 100 * r.gap) : (r.reference ? "reference" : "-"),
                      o.flagged ? fmt::format("{} ({})", o.first_flag_step, o.first_flag_detector) : "-",
                      o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
@@ -424,6 +473,34 @@ std::string header(const Report& rep) {
   return fmt::format("run|recipe|seed|swept config|final loss (mean of last {} steps)|gap to reference|first flag|"
                      "divergence|lead time|finished",
                      std::max(1, rep.thresholds.smooth));
+}
+
+// The seed-statistics table and one blame table per ablated recipe, as '|'-separated rows
+// (the first row is the header), for the Markdown and HTML pages.
+std::vector<std::pair<std::string, std::vector<std::string>>> study_tables(const Report& rep) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  bool any_interval = false;
+  for (const ConfigStats& c : rep.configs) any_interval = any_interval || c.gap.n >= 2;
+  if (any_interval) {
+    std::vector<std::string> rows = {"recipe|swept config|seeds|mean gap to reference [95% interval]|reference seed-to-seed "
+                                     "spread|verdict"};
+    for (const ConfigStats& c : rep.configs)
+      rows.push_back(fmt::format("{}|{}|{}|{}|{}|{}{}", c.recipe, c.config, c.gap.n, gap_text(c.gap),
+                                 std::isfinite(c.reference_spread) ? fmt::format("{:.2f}%", 100 * c.reference_spread) : "n/a",
+                                 c.verdict, c.within_seed_spread ? " (within seed spread)" : ""));
+    out.emplace_back("Seed statistics", rows);
+  }
+  for (const Blame& b : rep.blames) {
+    std::vector<std::string> rows = {"rank|unit|seeds|gap with only this unit quantized (share of the recipe's gap)|gap "
+                                     "closed by not quantizing it (share)"};
+    int rank = 0;
+    for (const BlameRow& r : b.rows)
+      rows.push_back(fmt::format("{}|{}|{}|{}|{}", ++rank, r.unit, r.seeds, share_text(r.only_share), share_text(r.closed_share)));
+    out.emplace_back(fmt::format("Blame: {}{} (gap {:.4f} [{:.4f}, {:.4f}] in loss)", b.recipe,
+                                 b.config == "-" ? "" : " " + b.config, b.full_gap.mean, b.full_gap.lo, b.full_gap.hi),
+                     rows);
+  }
+  return out;
 }
 
 std::string markdown(const Report& rep) {
@@ -448,6 +525,17 @@ std::string markdown(const Report& rep) {
   for (const auto& r : rep.runs) fmt::format_to(out, "{}", md_row(table_row_cells(*r)));
   fmt::format_to(out, "\n## Verdicts\n\n");
   for (const auto& [recipe, v] : verdicts(rep)) fmt::format_to(out, "- **{}**: {}\n", recipe, v);
+  for (const auto& [title, rows] : study_tables(rep)) {
+    fmt::format_to(out, "\n## {}\n\n", title);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      fmt::format_to(out, "{}", md_row(rows[i]));
+      if (i == 0) {
+        std::string rule2 = "|";
+        for (char c : rows[0] + "|") if (c == '|') rule2 += "---|";
+        fmt::format_to(out, "{}\n", rule2);
+      }
+    }
+  }
   fmt::format_to(out, "\n## Flags\n\n");
   for (const auto& r : rep.runs) {
     if (r->flags.empty()) continue;
@@ -704,7 +792,19 @@ void write_html(const Report& rep, const fs::path& assets) {
   if (!rep.runs.empty()) {
     body += "<h2>Verdicts</h2>\n<ul>\n";
     for (const auto& [recipe, v] : verdicts(rep)) body += fmt::format("<li><b>{}</b>: {}</li>\n", esc(recipe), esc(v));
-    body += "</ul>\n<h2>Runs</h2>\n<table>\n<tr>";
+    body += "</ul>\n";
+    for (const auto& [title, rows] : study_tables(rep)) {
+      body += fmt::format("<h2>{}</h2>\n<table>\n", esc(title));
+      for (size_t i = 0; i < rows.size(); ++i) {
+        body += "<tr>";
+        std::stringstream cs(rows[i]);
+        for (std::string c; std::getline(cs, c, '|');)
+          body += i == 0 ? fmt::format("<th>{}</th>", esc(c)) : fmt::format("<td>{}</td>", esc(c));
+        body += "</tr>\n";
+      }
+      body += "</table>\n";
+    }
+    body += "<h2>Runs</h2>\n<table>\n<tr>";
     std::stringstream hs(header(rep));
     for (std::string h; std::getline(hs, h, '|');) body += fmt::format("<th>{}</th>", esc(h));
     body += "</tr>\n";
@@ -798,9 +898,14 @@ void run_report(const ReportArgs& a) {
   if (a.format == "html") assets = find_assets(a.assets);
   const Report rep = load(a);
   if (a.format == "json") {
-    json list = json::array();
-    for (const auto& r : rep.runs) list.push_back(run_json(*r));
-    write_stdout(list.dump(2, ' ', false, json::error_handler_t::replace) + "\n", "report");
+    json doc;
+    doc["runs"] = json::array();
+    for (const auto& r : rep.runs) doc["runs"].push_back(run_json(*r));
+    doc["configurations"] = json::array();
+    for (const ConfigStats& c : rep.configs) doc["configurations"].push_back(to_json(c));
+    doc["blame"] = json::array();
+    for (const Blame& b : rep.blames) doc["blame"].push_back(to_json(b));
+    write_stdout(doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n", "report");
     for (const auto& m : rep.missing) std::fprintf(stderr, "report: %s\n", m.c_str());
   } else if (a.format == "md") {
     write_stdout(markdown(rep), "report");
@@ -817,10 +922,12 @@ const bool registered = register_command(92, [](CLI::App& app) {
   cmd->add_option("--reference", a->reference, "The reference run (name or path); default: the sweep's, else fp32, else bf16");
   cmd->add_option("--thresholds", a->thresholds, "Detector thresholds as JSON (default: the sweep spec's \"detectors\")");
   cmd->add_option("--assets", a->assets, "tools/report folder holding node_modules (default: found from the binary)");
+  cmd->add_flag("--intervals", a->intervals,
+                "Require seed statistics: every configuration needs 2 or more seeds paired with a reference");
   cmd->footer(
       "Examples:\n"
       "  lpx report runs/fmt-scale\n"
-      "  lpx report runs/fmt-scale --format json | jq '.[] | select(.diverged)'");
+      "  lpx report runs/fmt-scale --format json | jq '.runs[] | select(.diverged)'");
   cmd->callback([a] { run_report(*a); });
 });
 

@@ -28,7 +28,7 @@
 //                                               "Sweeps on Slurm"); checked for any launcher
 //   }
 // Run keys are `lpx train` options: recipe lr batch steps eval_every checkpoint_every
-// stats_every weight_decay hidden activation layers channels heads context threads data.
+// stats_every weight_decay hidden activation preset layers channels heads context threads data.
 // The spec is parsed and checked by parse_sweep_spec (sweep_spec.hpp): every value is
 // range-checked as `lpx train` checks it, and a bad one is a usage error, never a default.
 //
@@ -62,6 +62,7 @@
 #include <map>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -72,6 +73,8 @@
 #include "cli_util.hpp"
 #include "command.hpp"
 #include "json_file.hpp"
+#include "lpx/recipes/ablation.hpp"
+#include "lpx/sim/model.hpp"
 #include "stdout_write.hpp"
 #include "sweep_spec.hpp"
 
@@ -94,6 +97,8 @@ struct SlurmOptions {
 
 struct SweepArgs {
   std::string spec, out, launcher = "local";
+  std::vector<std::string> ablate;  // --ablate KIND RECIPE
+  std::string ablate_units;         // --ablate-units a,b
   int jobs = 0;
   SweepOverrides o;
   SlurmOptions slurm;
@@ -411,6 +416,74 @@ struct Progress {
   }
 };
 
+// --ablate roles|layers RECIPE: writes the recipe's ablation variants (recipes/ablation.hpp)
+// to OUT/ablation/<name>.json and returns the sweep's recipe list (the recipe, then each
+// variant's file). The model's depth comes from the spec's runs (layers, preset, hidden).
+std::string write_ablation_recipes(const SweepArgs& a, const std::string& text, const std::string& origin,
+                                   const SweepOverrides& o) {
+  const std::string& kind = a.ablate[0];
+  const std::string& name = a.ablate[1];
+  if (kind != "roles" && kind != "layers")
+    throw UsageError(fmt::format("sweep: --ablate '{}' is not roles or layers", printable(kind)));
+  if (!o.recipes.empty()) throw UsageError("sweep: --ablate gives the recipe; leave out --recipes");
+  SweepOverrides first = o;
+  first.recipes = name;  // checks the recipe as --recipes would
+  const SweepSpec probe = parse_sweep_spec(text, origin, first);
+  for (const auto& r : probe.runs)
+    if (!r.reference && r.recipe != probe.runs.back().recipe)
+      throw UsageError("sweep: --ablate sweeps one recipe; the spec has other recipes (grid \"recipe\" or \"runs\")");
+  const std::string out = !a.out.empty() ? a.out : probe.out;
+  if (out.empty()) throw UsageError("sweep: --out DIR is required (or \"out\" in the spec)");
+  Recipe recipe;
+  try {
+    recipe = load_recipe(probe.runs.back().recipe);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("sweep: --ablate: {}", e.what()));
+  }
+  std::vector<std::string> units;
+  std::stringstream ss(a.ablate_units);
+  for (std::string u; std::getline(ss, u, ',');)
+    if (!u.empty()) units.push_back(u);
+  std::vector<AblationVariant> variants;
+  try {
+    if (kind == "roles") {
+      variants = ablate_roles(recipe, units);
+    } else {
+      // the depth of the model every run trains (the runs share it unless a grid sweeps it)
+      const json& set = probe.runs.back().set;
+      sim::ModelConfig m;
+      m.kind = set.value("model", std::string("mlp")) == "gpt" ? sim::ModelKind::gpt : sim::ModelKind::mlp;
+      if (set.contains("preset")) sim::apply_gpt_preset(m, set["preset"].get<std::string>());
+      if (set.contains("layers")) m.layers = set["layers"].get<int>();
+      for (const auto& r : probe.runs)
+        if (r.set.value("layers", json()) != set.value("layers", json()) || r.set.value("preset", json()) != set.value("preset", json()) ||
+            r.set.value("hidden", json()) != set.value("hidden", json()))
+          throw UsageError("sweep: --ablate layers needs one model depth for every run and the reference: give layers, "
+                           "preset or hidden in the spec's \"fixed\" (a --set or grid key is not applied to the reference)");
+      int hidden_layers = static_cast<int>(m.hidden.size());
+      if (set.contains("hidden")) {
+        const json& h = set["hidden"];
+        hidden_layers = h.is_array() ? static_cast<int>(h.size())
+                        : h.is_string() ? static_cast<int>(std::count(h.get<std::string>().begin(), h.get<std::string>().end(), ',')) + 1
+                                        : 1;
+      }
+      variants = m.kind == sim::ModelKind::gpt ? ablate_blocks(recipe, m.layers, m.layers, units)
+                                               : ablate_blocks(recipe, hidden_layers, hidden_layers + 1, units);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("sweep: --ablate {}: {}", kind, e.what()));
+  }
+  const fs::path dir = fs::path(out) / "ablation";
+  fs::create_directories(dir);
+  std::string list = probe.runs.back().recipe;
+  for (const AblationVariant& v : variants) {
+    const fs::path file = dir / (v.recipe.name + ".json");
+    write_atomic(file, v.recipe.to_json());
+    list += "," + file.string();
+  }
+  return list;
+}
+
 void run_sweep(const SweepArgs& a) {
   if (a.submit && a.launcher != "slurm") throw UsageError("sweep: --submit needs --launcher slurm");
   if (a.launcher != "slurm" && a.slurm.any())  // before the spec is read: the first thing wrong
@@ -426,6 +499,8 @@ void run_sweep(const SweepArgs& a) {
     origin = printable(a.spec);
     o.default_name = fs::path(a.spec).stem().string();
   }
+  if (!a.ablate_units.empty() && a.ablate.empty()) throw UsageError("sweep: --ablate-units needs --ablate");
+  if (!a.ablate.empty()) o.recipes = write_ablation_recipes(a, text, origin, o);
   const SweepSpec spec = parse_sweep_spec(text, origin, o);
   // the whole spec's Slurm settings are checked even for a local sweep, so a spec that will
   // go to the cluster later is refused now rather than there
@@ -648,6 +723,11 @@ const bool registered = register_command(91, [](CLI::App& app) {
   add_int_option(cmd, "--steps", a->o.steps, 1, kMaxSweepSteps, "Training steps per run");
   cmd->add_option("--set", a->o.set, "Grid key: KEY=V1,V2,... (repeatable; lpx train option names)");
   cmd->add_option("--reference", a->o.reference, "Reference recipe (default fp32), one run per seed");
+  cmd->add_option("--ablate", a->ablate,
+                  "KIND RECIPE: blame study of RECIPE (KIND roles or layers): the recipe, and for each role (or block, "
+                  "and the head) the recipe with only it quantized and with all but it (lpx report ranks them)")
+      ->expected(2);
+  cmd->add_option("--ablate-units", a->ablate_units, "With --ablate: only these roles (fwd_x,...) or blocks (block0,...,head)");
   add_int_option(cmd, "--jobs", a->jobs, 1, kMaxSweepJobs,
                  "Runs at a time (local: default 1; slurm: the array's %N, default no limit)");
   cmd->add_option("--out", a->out, "Output folder: DIR/<run>/run.h5, DIR/sweep.json");
@@ -674,7 +754,8 @@ const bool registered = register_command(91, [](CLI::App& app) {
       "(DIR/<run>/run.lock) is left alone and reported. Runs die with the sweep.\n"
       "Examples:\n"
       "  lpx sweep --recipes mxfp8,mxfp4-rne --seeds 3 --steps 300 --set lr=1e-3,3e-3 --jobs 2 --out runs/a\n"
-      "  lpx sweep tools/sweeps/sr-on-off.json --out runs/sr && lpx report runs/sr");
+      "  lpx sweep tools/sweeps/sr-on-off.json --out runs/sr && lpx report runs/sr\n"
+      "  lpx sweep --ablate roles mxfp4-rne --model gpt --seeds 3 --steps 200 --jobs 2 --out runs/blame");
   cmd->callback([a, partition, time, mem, account] {
     a->slurm.partition_given = partition->count() > 0;
     a->slurm.time_given = time->count() > 0;

@@ -55,7 +55,8 @@ std::string precision_line(sim::Trainer& t) {
 }
 
 struct TrainArgs {
-  std::string model = "mlp", recipe = "fp32", out, data, activation, device;
+  std::string model = "mlp", recipe = "fp32", out, data, activation, device, preset;
+  bool model_given = false;
   int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
   bool stop_on_divergence = false;
   std::string thresholds;  // JSON file of divergence thresholds (defaults otherwise)
@@ -86,7 +87,8 @@ void run_train(const TrainArgs& a) {
     if (a.model != "mlp" && a.model != "gpt") throw UsageError(fmt::format("train: --model '{}' is not mlp or gpt", a.model));
     if (a.steps <= 0) throw UsageError("train: --steps must be positive");
     sim::TrainConfig c;
-    c.model.kind = sim::model_kind_by_name(a.model);
+    // a preset implies --model gpt; an explicit --model mlp with one is an error (below)
+    c.model.kind = !a.preset.empty() && !a.model_given ? sim::ModelKind::gpt : sim::model_kind_by_name(a.model);
     const bool gpt = c.model.kind == sim::ModelKind::gpt;
     c.recipe = a.recipe;
     c.steps = a.steps;
@@ -109,6 +111,14 @@ void run_train(const TrainArgs& a) {
       }
     }
     if (!a.hidden.empty()) c.model.hidden = a.hidden;
+    if (!a.preset.empty()) {
+      if (!gpt) throw UsageError(fmt::format("train: --preset {} is a GPT size; --model is {}", a.preset, a.model));
+      try {
+        sim::apply_gpt_preset(c.model, a.preset);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("train: --preset: {}", e.what()));
+      }
+    }
     if (a.layers > 0) c.model.layers = a.layers;
     if (a.channels > 0) c.model.channels = a.channels;
     if (a.heads > 0) c.model.heads = a.heads;
@@ -208,7 +218,7 @@ void run_train(const TrainArgs& a) {
 const bool registered = register_command(90, [](CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   auto* cmd = app.add_subcommand("train", "Train an MLP (Fashion-MNIST) or a small GPT (characters) under a recipe");
-  cmd->add_option("--model", a->model, "mlp | gpt")->capture_default_str();
+  cmd->add_option("--model", a->model, "mlp | gpt")->capture_default_str()->each([a](const std::string&) { a->model_given = true; });
   cmd->add_option("--recipe", a->recipe, "A catalogue name (lpx recipes) or a .json file")->capture_default_str();
   // Every number is range-checked (docs/input-policy.md); 0 in the struct means "not given".
   cmd->add_option("--steps", a->steps, "Training steps (with --resume: the new total)")
@@ -238,6 +248,9 @@ const bool registered = register_command(90, [](CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--activation", a->activation, "mlp: relu | gelu; gpt: gelu | swiglu");
+  cmd->add_option("--preset", a->preset,
+                  "A GPT size: gpt-tiny (the default sizes), gpt-small (6 blocks x 128, context 64), "
+                  "gpt-medium (8 x 192, context 128); implies --model gpt; --layers etc. override it");
   cmd->add_option("--layers", a->layers, "gpt blocks (default 2)")->check(CLI::Range(1, 1024));
   cmd->add_option("--channels", a->channels, "gpt width (default 64)")->check(CLI::Range(1, 1 << 16));
   cmd->add_option("--heads", a->heads, "gpt heads (default 4; must divide the width)")->check(CLI::Range(1, 1 << 16));

@@ -61,7 +61,7 @@ std::string shown(const json& v) { return printable(v.dump()); }
 
 // ---- run keys: the `lpx train` options a sweep may set, with the ranges train accepts
 
-enum class Kind { recipe, model, activation, path, positive, non_negative, integer, hidden };
+enum class Kind { recipe, model, activation, path, positive, non_negative, integer, hidden, preset };
 struct KeyRule {
   Kind kind;
   int64_t lo = 0, hi = 0;  // Kind::integer and the widths of Kind::hidden
@@ -88,6 +88,7 @@ const std::map<std::string, KeyRule>& run_keys() {
       {"heads", {Kind::integer, 1, 1 << 16}},
       {"context", {Kind::integer, 1, 1 << 16}},
       {"hidden", {Kind::hidden, 1, 1 << 20}},
+      {"preset", {Kind::preset}},
   };
   return k;
 }
@@ -152,6 +153,8 @@ json check_run_value(const std::string& where, const std::string& key, const jso
       return one_of(where, v, {"mlp", "gpt"});
     case Kind::activation:
       return one_of(where, v, {"relu", "gelu", "swiglu"});
+    case Kind::preset:
+      return one_of(where, v, {"gpt-tiny", "gpt-small", "gpt-medium"});  // sim::apply_gpt_preset
     case Kind::path: {
       if (!v.is_string()) fail(where, fmt::format("expected a path, got {}", shown(v)));
       check_sweep_text(where, v.get<std::string>());
@@ -284,8 +287,9 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     throw UsageError(fmt::format("sweep: {}", e.what()));
   }
   if (!spec.is_object()) fail(origin, "the spec must be a JSON object");
-  static const std::vector<std::string> top = {"name", "description", "model", "steps", "seeds", "reference",
-                                               "grid", "runs", "fixed", "detectors", "jobs", "out", "slurm"};
+  static const std::vector<std::string> top = {"name",   "description", "model", "steps", "seeds",
+                                               "reference", "grid", "runs", "fixed", "detectors",
+                                               "jobs",   "out",   "slurm", "intervals"};
   for (auto it = spec.begin(); it != spec.end(); ++it)
     if (std::find(top.begin(), top.end(), it.key()) == top.end()) {
       std::string all;
@@ -356,6 +360,13 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     }
   } else {
     fail(at("seeds"), "expected a count or a list of whole numbers");
+  }
+  // "intervals": true asks lpx report for seed statistics (95% intervals of each gap), which
+  // need at least two seeds per configuration.
+  if (spec.contains("intervals")) {
+    if (!spec["intervals"].is_boolean()) fail(at("intervals"), fmt::format("expected true or false, got {}", shown(spec["intervals"])));
+    if (spec["intervals"].get<bool>() && seeds.size() < 2)
+      fail(at("intervals"), fmt::format("95% intervals need at least 2 seeds, and the sweep has {} (set \"seeds\": 3)", seeds.size()));
   }
 
   // fixed, grid and runs: every key a train option, every value checked
@@ -446,6 +457,9 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     for (auto it = point.begin(); it != point.end(); ++it) set[it.key()] = it.value();
     if (!set.contains("recipe"))
       fail(origin, fmt::format("run '{}' has no recipe", printable(base.empty() ? point.dump() : base)));
+    if (set.contains("preset") && model != "gpt")
+      fail(origin, fmt::format("preset '{}' is a GPT size; the sweep's model is {} (set \"model\": \"gpt\")",
+                               value_text(set["preset"]), model));
     r.recipe = value_text(set["recipe"]);
     const int64_t run_steps = set["steps"].get<int64_t>();
     if (!set.contains("checkpoint_every")) set["checkpoint_every"] = std::max<int64_t>(1, run_steps / 5);

@@ -52,6 +52,14 @@ struct ModelConfig {
   int vocab = 0, context = 64, layers = 2, channels = 64, heads = 4;
 };
 
+// Named GPT sizes (docs/recipes.md#model-presets): "gpt-tiny" (the default: 2 blocks,
+// width 64, 4 heads, context 64), "gpt-small" (6 blocks, width 128, 4 heads, context 64:
+// the orderings study's model) and "gpt-medium" (8 blocks, width 192, 6 heads, context
+// 128). Sets kind, layers, channels, heads and context of `cfg`; throws
+// std::invalid_argument naming the presets for any other name.
+void apply_gpt_preset(ModelConfig& cfg, std::string_view name);
+std::string_view gpt_preset_names();  // "gpt-tiny | gpt-small | gpt-medium"
+
 class Model {
  public:
   virtual ~Model() = default;
