@@ -91,6 +91,8 @@ void check(const Thresholds& t) {
   positive(t.stat_smooth, "stat_smooth");
   positive(t.diverged_patience, "diverged_patience");
   positive(t.probe_baseline_rows, "probe_baseline_rows");
+  if (t.adam_rms_from < 0)
+    throw std::invalid_argument(fmt::format("thresholds: adam_rms_from must be >= 0 (got {})", t.adam_rms_from));
   if (t.probe_baseline_from < 0)
     throw std::invalid_argument(fmt::format("thresholds: probe_baseline_from must be >= 0 (got {})", t.probe_baseline_from));
   if (t.smooth > t.min_history + t.window)
@@ -180,7 +182,7 @@ std::string Flag::describe() const {
 #define LPX_DIV_FIELDS(X)                                                                   \
   X(window) X(min_history) X(loss_spike_z) X(grad_spike_z) X(loss_mad_floor) X(grad_mad_floor) \
   X(smooth) X(gap_rel) X(gap_patience) X(baseline_rows) X(stat_smooth) X(flushed_growth_pp) \
-  X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(update_drift_factor)                \
+  X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(adam_rms_from) X(update_drift_factor) \
   X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
   X(act_outlier_growth) X(amax_staleness) X(diverged_factor) X(diverged_patience)
 
@@ -249,6 +251,7 @@ struct Monitor::State {
   int dgrad_dy = -1, wgrad_dy = -1;
   // growth detectors: every finite value so far, by detector
   std::vector<double> probe[kDetCount];
+  int64_t adam_seen = 0;  // finite adam_rms values so far
 };
 
 Monitor::Monitor(Thresholds t, std::vector<std::string> layers, std::vector<std::string> roles)
@@ -333,8 +336,8 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
       out.push_back(make_flag(r.step, reference_gap,
                               {{"gap", gap}, {"loss_mean", lm}, {"ref_mean", rm}, {"steps_above", s.gap_count}}));
   }
-  // adam_rms
-  if (s.ep[adam_rms].rise(std::isfinite(r.adam_rms) && r.adam_rms > t.adam_rms))
+  // adam_rms (a non-finite value is not evaluated: the episode keeps its state)
+  if (std::isfinite(r.adam_rms) && s.ep[adam_rms].rise(s.adam_seen++ >= t.adam_rms_from && r.adam_rms > t.adam_rms))
     out.push_back(make_flag(r.step, adam_rms, {{"rms_g2_over_v", r.adam_rms}}));
   // update_drift
   {
@@ -509,8 +512,9 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   // adam_rms
   if (!run.adam_rms.empty()) {
     std::vector<std::optional<bool>> c(n);
+    int64_t seen = 0;
     for (size_t i = 0; i < n && i < run.adam_rms.size(); ++i)
-      c[i] = std::isfinite(run.adam_rms[i]) && run.adam_rms[i] > t.adam_rms;
+      if (std::isfinite(run.adam_rms[i])) c[i] = seen++ >= t.adam_rms_from && run.adam_rms[i] > t.adam_rms;
     edges(c, run.step, adam_rms, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
       return {{"rms_g2_over_v", run.adam_rms[i]}};
     }, out);
