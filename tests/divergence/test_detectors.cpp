@@ -145,6 +145,7 @@ TEST_CASE("reference_gap fires after K consecutive steps above the threshold") {
   Series s = healthy(11);
   for (int t = 150; t < kSteps; ++t) s.loss[static_cast<size_t>(t)] = ref.loss[static_cast<size_t>(t)] * 1.12;
   Thresholds th;
+  th.gap_rel = 0.05;  // the pre-corpus default; the corpus-tuned one (1.0) needs a 2x gap
   const auto f = both(s, &ref, th);
   const Flag* x = first_of(f, "reference_gap");
   REQUIRE(x);
@@ -170,7 +171,9 @@ TEST_CASE("underflow_growth fires on growing flushed % of a gradient operand, no
     cell(s.flushed_pct, t, 1, 5) = static_cast<float>(2 + 0.2 * (t - 200));  // fc1 wgrad_dy
     cell(s.flushed_pct, t, 2, 1) = static_cast<float>(2 + 0.2 * (t - 200));  // fc2 fwd_w: ignored
   }
-  const auto f = both(s);
+  Thresholds th;
+  th.flushed_growth_pp = 10;  // the pre-corpus default (the corpus-tuned one is 25 pp)
+  const auto f = both(s, nullptr, th);
   REQUIRE(f.size() == 1);
   CHECK(f[0].detector == "underflow_growth");
   CHECK(f[0].layer == "fc1");
@@ -273,11 +276,11 @@ TEST_CASE("the mechanism detectors: silent on healthy probes and on logs without
     Series g = s;
     const std::string d = det;
     for (size_t i = 300; i < g.rows(); ++i) {
-      if (d == "attn_logit" && std::isfinite(g.attn_logit_max[i])) g.attn_logit_max[i] *= 4;
+      if (d == "attn_logit" && std::isfinite(g.attn_logit_max[i])) g.attn_logit_max[i] *= 40;
       if (d == "output_logit") g.output_logit_max[i] *= 4;
       if (d == "act_outlier") g.act_outlier_ratio[i] *= 4;
     }
-    if (d == "amax_staleness") g.amax_staleness[300] = 50;
+    if (d == "amax_staleness") g.amax_staleness[300] = 80;  // above the default 50
     const auto f = both(g);
     INFO(det << "\n" << dump(f));
     REQUIRE(f.size() == 1);
