@@ -24,9 +24,18 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // MAD of a normal sample times 1.4826 estimates its standard deviation.
 constexpr double kMadToSigma = 1.4826;
 
-enum Det : int { nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation, kDetCount };
-const char* const kDetNames[kDetCount] = {"nonfinite",  "loss_spike",   "grad_spike",       "reference_gap",
-                                          "adam_rms",   "update_drift", "underflow_growth", "saturation"};
+enum Det : int {
+  nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation,
+  attn_logit, output_logit, act_outlier, amax_staleness, kDetCount
+};
+const char* const kDetNames[kDetCount] = {"nonfinite",    "loss_spike",   "grad_spike",       "reference_gap",
+                                          "adam_rms",     "update_drift", "underflow_growth", "saturation",
+                                          "attn_logit",   "output_logit", "act_outlier",      "amax_staleness"};
+
+// The growth detectors' thresholds, by detector.
+double growth_factor(const Thresholds& t, int det) {
+  return det == attn_logit ? t.attn_logit_growth : det == output_logit ? t.output_logit_growth : t.act_outlier_growth;
+}
 
 // Median of values [first, last) (copied; even counts average the two middle values).
 template <class It>
@@ -81,6 +90,11 @@ void check(const Thresholds& t) {
   positive(t.baseline_rows, "baseline_rows");
   positive(t.stat_smooth, "stat_smooth");
   positive(t.diverged_patience, "diverged_patience");
+  positive(t.probe_baseline_rows, "probe_baseline_rows");
+  if (t.adam_rms_from < 0)
+    throw std::invalid_argument(fmt::format("thresholds: adam_rms_from must be >= 0 (got {})", t.adam_rms_from));
+  if (t.probe_baseline_from < 0)
+    throw std::invalid_argument(fmt::format("thresholds: probe_baseline_from must be >= 0 (got {})", t.probe_baseline_from));
   if (t.smooth > t.min_history + t.window)
     throw std::invalid_argument("thresholds: smooth must not exceed min_history + window");
   if (t.min_history > t.window)
@@ -116,6 +130,31 @@ const std::vector<std::string>& detector_names() {
   return names;
 }
 
+std::vector<std::string> parse_detector_list(const std::string& list) {
+  if (list.empty() || list == "all") return detector_names();
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= list.size()) {
+    const size_t q = std::min(list.find(',', p), list.size());
+    const std::string name = list.substr(p, q - p);
+    if (std::find(kDetNames, kDetNames + kDetCount, name) == kDetNames + kDetCount) {
+      std::string all;
+      for (const char* d : kDetNames) all += (all.empty() ? "" : ", ") + std::string(d);
+      throw std::invalid_argument(fmt::format("unknown detector '{}'; known: {}", name, all));
+    }
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+    p = q + 1;
+  }
+  return out;
+}
+
+std::vector<Flag> only(const std::vector<Flag>& flags, const std::vector<std::string>& enabled) {
+  std::vector<Flag> out;
+  for (const Flag& f : flags)
+    if (std::find(enabled.begin(), enabled.end(), f.detector) != enabled.end()) out.push_back(f);
+  return out;
+}
+
 bool Flag::operator==(const Flag& o) const {
   if (step != o.step || detector != o.detector || layer != o.layer || operand != o.operand ||
       evidence.size() != o.evidence.size())
@@ -143,8 +182,9 @@ std::string Flag::describe() const {
 #define LPX_DIV_FIELDS(X)                                                                   \
   X(window) X(min_history) X(loss_spike_z) X(grad_spike_z) X(loss_mad_floor) X(grad_mad_floor) \
   X(smooth) X(gap_rel) X(gap_patience) X(baseline_rows) X(stat_smooth) X(flushed_growth_pp) \
-  X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(update_drift_factor)                \
-  X(diverged_factor) X(diverged_patience)
+  X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(adam_rms_from) X(update_drift_factor) \
+  X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
+  X(act_outlier_growth) X(amax_staleness) X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
   const nlohmann::json j = io::parse_json(text, "thresholds");  // size, depth, duplicate keys
@@ -209,6 +249,9 @@ struct Monitor::State {
   std::vector<std::vector<double>> flushed, saturated;
   std::vector<Episode> ep_flushed, ep_saturated;
   int dgrad_dy = -1, wgrad_dy = -1;
+  // growth detectors: every finite value so far, by detector
+  std::vector<double> probe[kDetCount];
+  int64_t adam_seen = 0;  // finite adam_rms values so far
 };
 
 Monitor::Monitor(Thresholds t, std::vector<std::string> layers, std::vector<std::string> roles)
@@ -293,8 +336,8 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
       out.push_back(make_flag(r.step, reference_gap,
                               {{"gap", gap}, {"loss_mean", lm}, {"ref_mean", rm}, {"steps_above", s.gap_count}}));
   }
-  // adam_rms
-  if (s.ep[adam_rms].rise(std::isfinite(r.adam_rms) && r.adam_rms > t.adam_rms))
+  // adam_rms (a non-finite value is not evaluated: the episode keeps its state)
+  if (std::isfinite(r.adam_rms) && s.ep[adam_rms].rise(s.adam_seen++ >= t.adam_rms_from && r.adam_rms > t.adam_rms))
     out.push_back(make_flag(r.step, adam_rms, {{"rms_g2_over_v", r.adam_rms}}));
   // update_drift
   {
@@ -313,6 +356,26 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
         out.push_back(make_flag(r.step, update_drift, {{"current", cur}, {"baseline", base}, {"ratio", cur / base}}));
     }
   }
+  // growth of the mechanisms' signals over their early baseline
+  auto growth_step = [&](double x, int det) {
+    if (!std::isfinite(x)) return;  // not evaluated: the episode keeps its state
+    auto& h = s.probe[det];
+    h.push_back(x);
+    const auto from = static_cast<size_t>(t.probe_baseline_from), need = from + static_cast<size_t>(t.probe_baseline_rows);
+    bool cond = false;
+    double base = kNaN, cur = kNaN;
+    if (h.size() >= std::max(need, static_cast<size_t>(t.smooth))) {
+      base = median(h.begin() + static_cast<std::ptrdiff_t>(from), h.begin() + static_cast<std::ptrdiff_t>(need));
+      cur = median(h.end() - t.smooth, h.end());
+      cond = cur > growth_factor(t, det) * base;
+    }
+    if (s.ep[det].rise(cond)) out.push_back(make_flag(r.step, det, {{"current", cur}, {"baseline", base}, {"ratio", cur / base}}));
+  };
+  growth_step(r.attn_logit_max, attn_logit);
+  growth_step(r.output_logit_max, output_logit);
+  growth_step(r.act_outlier_ratio, act_outlier);
+  if (std::isfinite(r.amax_staleness) && s.ep[amax_staleness].rise(r.amax_staleness > t.amax_staleness))
+    out.push_back(make_flag(r.step, amax_staleness, {{"amax_over_scale_amax", r.amax_staleness}}));
   // per-layer statistics: underflow_growth on the gradient operands, saturation on all
   auto stat_step = [&](const float* a, std::vector<std::vector<double>>& hist, std::vector<Episode>& eps,
                        int det, bool gradients_only) {
@@ -449,8 +512,9 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   // adam_rms
   if (!run.adam_rms.empty()) {
     std::vector<std::optional<bool>> c(n);
+    int64_t seen = 0;
     for (size_t i = 0; i < n && i < run.adam_rms.size(); ++i)
-      c[i] = std::isfinite(run.adam_rms[i]) && run.adam_rms[i] > t.adam_rms;
+      if (std::isfinite(run.adam_rms[i])) c[i] = seen++ >= t.adam_rms_from && run.adam_rms[i] > t.adam_rms;
     edges(c, run.step, adam_rms, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
       return {{"rms_g2_over_v", run.adam_rms[i]}};
     }, out);
@@ -512,6 +576,41 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   };
   stats(run.flushed_pct, underflow_growth);
   stats(run.saturated_pct, saturation);
+  // growth of the mechanisms' signals (rows where the value is not finite are skipped,
+  // keeping the episode's state, as the monitor does)
+  auto growth = [&](const std::vector<double>& x, int det) {
+    if (x.empty()) return;
+    const auto fin = finite_rows(x);
+    std::vector<double> vals;
+    for (size_t i : fin) vals.push_back(x[i]);
+    std::vector<std::optional<bool>> c(n);
+    std::vector<double> base(n, kNaN), cur(n, kNaN);
+    const auto from = static_cast<size_t>(t.probe_baseline_from), need = from + static_cast<size_t>(t.probe_baseline_rows);
+    const size_t first = std::max(need, static_cast<size_t>(t.smooth));
+    for (size_t j = 0; j < fin.size() && fin[j] < n; ++j) {
+      const size_t i = fin[j];
+      c[i] = false;
+      if (j + 1 < first) continue;
+      const auto e = vals.begin() + static_cast<std::ptrdiff_t>(j + 1);
+      base[i] = median(vals.begin() + static_cast<std::ptrdiff_t>(from), vals.begin() + static_cast<std::ptrdiff_t>(need));
+      cur[i] = median(e - t.smooth, e);
+      c[i] = cur[i] > growth_factor(t, det) * base[i];
+    }
+    edges(c, run.step, det, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"current", cur[i]}, {"baseline", base[i]}, {"ratio", cur[i] / base[i]}};
+    }, out);
+  };
+  growth(run.attn_logit_max, attn_logit);
+  growth(run.output_logit_max, output_logit);
+  growth(run.act_outlier_ratio, act_outlier);
+  if (!run.amax_staleness.empty()) {
+    std::vector<std::optional<bool>> c(n);
+    for (size_t i = 0; i < n && i < run.amax_staleness.size(); ++i)
+      if (std::isfinite(run.amax_staleness[i])) c[i] = run.amax_staleness[i] > t.amax_staleness;
+    edges(c, run.step, amax_staleness, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"amax_over_scale_amax", run.amax_staleness[i]}};
+    }, out);
+  }
 
   // step order, then detector order; within a detector, layer-major as generated
   auto det_index = [](const std::string& d) {
@@ -527,7 +626,8 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
 // ---------------------------------------------------------------------------------------
 // Ground truth
 
-Outcome judge(const Series& run, const Series* reference, const Thresholds& t, const std::vector<Flag>& flags) {
+Outcome judge(const Series& run, const Series* /*reference: not part of the definition*/, const Thresholds& t,
+              const std::vector<Flag>& flags) {
   Outcome o;
   const size_t n = run.rows();
   for (size_t i = 0; i < n; ++i)
@@ -538,27 +638,20 @@ Outcome judge(const Series& run, const Series* reference, const Thresholds& t, c
       break;
     }
   if (!o.diverged && n > 0) {
-    const std::vector<double> ref = reference_loss_by_step(run, reference);
+    // the run's own history: smoothed loss against the lowest smoothed loss before it
     double best = kNaN;
     size_t streak = 0;
     for (size_t i = 0; i < n; ++i) {
       const size_t lo = i + 1 > static_cast<size_t>(t.smooth) ? i + 1 - static_cast<size_t>(t.smooth) : 0;
-      const auto b = static_cast<std::ptrdiff_t>(lo), e = static_cast<std::ptrdiff_t>(i + 1);
-      const double lm = trailing_mean(run.loss.begin() + b, run.loss.begin() + e);
-      bool above;
-      if (reference) {
-        const double rm = trailing_mean(ref.begin() + b, ref.begin() + e);
-        above = std::isfinite(rm) && lm > t.diverged_factor * rm;
-      } else {
-        above = std::isfinite(best) && lm > t.diverged_factor * best;
-        best = std::isfinite(best) ? std::min(best, lm) : lm;
-      }
+      const double lm = trailing_mean(run.loss.begin() + static_cast<std::ptrdiff_t>(lo),
+                                      run.loss.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      const bool above = std::isfinite(best) && lm > t.diverged_factor * best;
+      best = std::isfinite(best) ? std::min(best, lm) : lm;
       streak = above ? streak + 1 : 0;
       if (streak > 0 && (streak >= static_cast<size_t>(t.diverged_patience) || i + 1 == n)) {
         o.diverged = true;
         o.divergence_step = run.step[i + 1 - streak];
-        o.reason = reference ? fmt::format("loss > {:g} x reference", t.diverged_factor)
-                             : fmt::format("loss > {:g} x its best", t.diverged_factor);
+        o.reason = fmt::format("loss > {:g} x its best", t.diverged_factor);
         break;
       }
     }
@@ -590,6 +683,10 @@ Series series_from(const runlog::Run& run) {
   s.update_ratio = column(m.update_ratio);
   s.lr = column(m.lr);
   if (!m.adam_rms.empty()) s.adam_rms = column(m.adam_rms);
+  if (!m.attn_logit_max.empty()) s.attn_logit_max = column(m.attn_logit_max);
+  if (!m.output_logit_max.empty()) s.output_logit_max = column(m.output_logit_max);
+  if (!m.act_outlier_ratio.empty()) s.act_outlier_ratio = column(m.act_outlier_ratio);
+  if (!m.amax_staleness.empty()) s.amax_staleness = column(m.amax_staleness);
   s.layers = run.quant.layers;
   s.roles = run.quant.roles;
   s.flushed_pct = run.quant.flushed_pct;

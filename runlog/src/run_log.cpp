@@ -713,7 +713,23 @@ std::unique_ptr<RunLog> RunLog::open(const std::string& path, bool writable) {
                              row.empty() ? std::string("one value") : shape_text(row)));
   };
   Metrics m;
-  visit_metrics(m, [&](const char* name, Presence, const auto&) { check_rows(std::string("metrics/") + name, {}); });
+  visit_metrics(m, [&](const char* name, Presence p, const auto& column) {
+    const std::string at = std::string("metrics/") + name;
+    if (p == Presence::informational && !exists(f, at)) {
+      // a column added after this log was written (schema.hpp): a log opened to resume
+      // gets it, NaN for the rows already there, so every column keeps one row per step
+      if (!writable) return;
+      using T = Elem<std::remove_cvref_t<decltype(column)>>;
+      Id g = open_group(io, f, "metrics");
+      create_series(io, g, name, Types<T>::file(), {});
+      Id d = io.check(H5Dopen2(f, "metrics/step", H5P_DEFAULT), "open /metrics/step");
+      const hsize_t rows = dims_of(io, d).at(0);
+      const std::vector<T> pad(static_cast<size_t>(rows), Types<T>::pad);
+      append_rows(io, g, name, Types<T>::mem(), {}, rows, pad.data());
+      return;
+    }
+    check_rows(at, {});
+  });
   Evals e;
   visit_eval(e, [&](const char* name, Presence, const auto&) { check_rows(std::string("eval/") + name, {}); });
   QuantTable q;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 namespace lpx::sim {
 
@@ -97,6 +98,18 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
   OperandStats s;
   AppliedOperand a;
   const float* result = in;
+  if (const AmaxHistory* h = q_.history(r); h && h->size() > 0) {
+    // the scale comes from the history's amax (before this call pushes its own)
+    float current = 0;
+    const int64_t n = rows * cols;
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isfinite(in[i])) current = std::max(current, std::fabs(in[i]));
+    const double scale_amax = h->amax();
+    if (scale_amax > 0) {
+      const double ratio = static_cast<double>(current) / scale_amax;
+      if (!(ratio <= probes.amax_staleness)) probes.amax_staleness = ratio;
+    }
+  }
   if (q_.is_identity(r)) {
     // nothing to compute: the GEMM multiplies the operand itself
     if (collect) q_.observe(r, in, rows, cols, &s, &a);
@@ -119,8 +132,42 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
   return result;
 }
 
-void QuantGemms::forward(const float* x, const float* w, const float* bias, float* y, int64_t m,
+const float* QuantGemms::inject(const float* x, int64_t m, int64_t k, uint64_t step) {
+  if (!injection || static_cast<int64_t>(step) < injection->from_step || injection->channel >= k) return x;
+  injected_.assign(x, x + m * k);
+  for (int64_t i = 0; i < m; ++i) injected_[static_cast<size_t>(i * k + injection->channel)] *= injection->magnitude;
+  return injected_.data();
+}
+
+namespace {
+// Largest per-channel RMS over the RMS of the whole (M,K) operand, summed in double in
+// index order (no dependence on the thread count); NaN for an all-zero operand.
+double channel_outlier_ratio(const float* x, int64_t m, int64_t k) {
+  std::vector<double> col(static_cast<size_t>(k), 0.0);
+  double total = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) {
+      const double v = x[i * k + j];
+      col[static_cast<size_t>(j)] += v * v;
+    }
+  double largest = 0;
+  for (double c : col) {
+    total += c;
+    largest = std::max(largest, c);
+  }
+  if (!(total > 0) || m == 0) return std::numeric_limits<double>::quiet_NaN();
+  // (largest / m) / (total / (m k)), under a square root
+  return std::sqrt(largest * static_cast<double>(k) / total);
+}
+}  // namespace
+
+void QuantGemms::forward(const float* x_in, const float* w, const float* bias, float* y, int64_t m,
                          int64_t n, int64_t k, uint64_t step, bool collect) {
+  const float* x = inject(x_in, m, k, step);
+  if (probe_outliers) {
+    const double r = channel_outlier_ratio(x, m, k);
+    if (!(r <= probes.outlier_ratio)) probes.outlier_ratio = r;
+  }
   const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, qa_);
   const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, qb_);
   // y (M,N) = xq (M,K) wq (N,K)^T
@@ -132,15 +179,20 @@ void QuantGemms::forward(const float* x, const float* w, const float* bias, floa
   }
 }
 
-void QuantGemms::backward(const float* dy, const float* x, const float* w, float* dx, float* dw,
+void QuantGemms::backward(const float* dy, const float* x_in, const float* w, float* dx, float* dw,
                           float* dbias, int64_t m, int64_t n, int64_t k, uint64_t step,
                           bool collect, bool dx_accumulate) {
+  const bool injected = injection && static_cast<int64_t>(step) >= injection->from_step && injection->channel < k;
   if (dx) {
     const float* dyq = quant(GemmRole::dgrad_dy, dy, m, n, step, collect, qa_);
     const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, qb_);
     // dx (M,K) = dyq (M,N) wq (N,K)
+    if (injected && dx_accumulate) throw std::logic_error("an injected layer cannot accumulate its input gradient");
     gemm(Trans::n, Trans::n, dyq, wq, dx, m, k, n, acc_, dx_accumulate);
+    if (injected)
+      for (int64_t i = 0; i < m; ++i) dx[i * k + injection->channel] *= injection->magnitude;
   }
+  const float* x = inject(x_in, m, k, step);
   const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, qa_);
   const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, qb_);
   // dw (N,K) += dyq^T (N,M) xq (M,K)

@@ -1,6 +1,8 @@
 // The MLP and GPT models: parameter tables, forward, hand-written backward.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 
@@ -41,6 +43,32 @@ int64_t argmax_correct(const float* logits, const int32_t* targets, int64_t n, i
     correct += best == targets[r];
   }
   return correct;
+}
+
+// Largest |logit| of a forward pass (the output-logit probe); NaN when one is not finite
+// is kept as NaN so a blown-up run reads as such.
+double largest_abs(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) {
+    if (!std::isfinite(v)) return std::numeric_limits<double>::quiet_NaN();
+    m = std::max(m, static_cast<double>(std::fabs(v)));
+  }
+  return m;
+}
+
+// z-loss (Wortsman et al. 2023, docs/recipes.md#instability-mechanisms): coef * log(Z)^2
+// per row, log Z = the row's log-sum-exp; its gradient 2 coef log(Z) softmax is added to
+// dlogits (scaled like the mean cross-entropy). log Z is recovered from the row's loss:
+// loss = log Z - logit[target].
+void add_z_loss_gradient(float* dlogits, const float* probs, const float* logits, const float* losses,
+                         const int32_t* targets, int64_t n, int64_t v, float coef, float scale) {
+  if (coef == 0.0f) return;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < n; ++r) {
+    const float lse = losses[r] + logits[r * v + targets[r]];
+    const float k = 2.0f * coef * lse * scale;
+    for (int64_t i = 0; i < v; ++i) dlogits[r * v + i] += k * probs[r * v + i];
+  }
 }
 
 // The recipe's pieces every layer needs.
@@ -102,6 +130,7 @@ class Mlp final : public Model {
       init_normal(p(w_off_[i]), dims_[i + 1] * dims_[i], w_off_[i], static_cast<float>(stdev), seed);
       LayerInfo info{i, nl, i + 1 == nl ? LayerInfo::head : LayerInfo::linear, fmt::format("fc{}", i)};
       gemms_.push_back(make_gemms(info));
+      gemms_.back()->probe_outliers = i > 0;  // fc0's input is the images, not an activation
     }
     // activations: acts[i] is the input of layer i (B, dims[i]); pre[i] its output (B, dims[i+1])
     acts_.resize(static_cast<size_t>(nl));
@@ -133,6 +162,7 @@ class Mlp final : public Model {
         else L::gelu_forward(acts_[i + 1].data(), pre_[i].data(), bsz * dims_[i + 1]);
       }
     }
+    probes_.output_logit_max = largest_abs(pre_.back());
     // probs (B, 10) = softmax(logits)
     return L::softmax_xent_forward(probs_.data(), pre_.back().data(), b.y.data(), bsz,
                                    int64_t{cfg_.classes}, losses_.data());
@@ -145,6 +175,8 @@ class Mlp final : public Model {
     const int64_t bsz = batch_;
     L::softmax_xent_backward(dpre_.back().data(), probs_.data(), b.y.data(), bsz,
                              int64_t{cfg_.classes}, 1.0f / static_cast<float>(bsz));
+    add_z_loss_gradient(dpre_.back().data(), probs_.data(), pre_.back().data(), losses_.data(), b.y.data(), bsz,
+                        int64_t{cfg_.classes}, cfg_.z_loss, 1.0f / static_cast<float>(bsz));
     for (int i = nl - 1; i >= 0; --i) {
       // dacts[i] (B, d_in) = dpre[i] W_i; dW_i += dpre[i]^T acts[i]; db_i += sum dpre[i]
       gemms_[static_cast<size_t>(i)]->backward(dpre_[i].data(), acts_[i].data(), p(w_off_[i]),
@@ -182,6 +214,7 @@ class Gpt final : public Model {
     int64_t ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     QuantGemms *qkv, *proj, *fc, *fcproj, *attn;
     // activations, each for the B*T rows of the batch
+    std::vector<float> qk_rstd;  // qk_norm: 1/RMS of each row's query and key per head (N, NH, 2)
     std::vector<float> ln1, ln1_mean, ln1_rstd, qkv_out, preatt, att, atty, res2, ln2,
         ln2_mean, ln2_rstd, fch, fch_act;
   };
@@ -243,6 +276,7 @@ class Gpt final : public Model {
       k.qkv = add("attn.qkv", LayerInfo::linear);
       k.attn = add("attn.bmm", LayerInfo::attention_bmm);
       k.attn->merge = true;
+      k.attn->probe_outliers = false;  // its operands are q, k, P and V, not a layer input
       // Attention products always run through the layer's quantizer and GEMMs (gather,
       // attention_forward_quant): kept in "bf16" the quantizer rounds Q, K, P, V and their
       // gradients to bfloat16 (RNE) and the GEMMs accumulate in fp32 (make_gemms gives kept
@@ -252,6 +286,7 @@ class Gpt final : public Model {
       k.fcproj = add("mlp.proj", LayerInfo::linear);
       resize(k.ln1, N * C_); resize(k.ln1_mean, N); resize(k.ln1_rstd, N);
       resize(k.qkv_out, N * 3 * C_);
+      if (cfg.qk_norm) resize(k.qk_rstd, N * NH_ * 2);
       resize(k.preatt, int64_t{B_} * NH_ * T_ * T_); resize(k.att, int64_t{B_} * NH_ * T_ * T_);
       resize(k.atty, N * C_); resize(k.res2, N * C_);
       resize(k.ln2, N * C_); resize(k.ln2_mean, N); resize(k.ln2_rstd, N);
@@ -277,6 +312,7 @@ class Gpt final : public Model {
       if (t < 0 || t >= V_) throw std::invalid_argument("gpt: token id out of range");
     // resid[0] (B,T,C) = wte[x] + wpe
     L::embedding_forward(resid_[0].data(), b.x_i.data(), p(wte_), p(wpe_), B_, T_, C_);
+    probes_.attn_logit_max = -std::numeric_limits<double>::infinity();
     for (size_t l = 0; l < blocks_.size(); ++l) {
       Block& k = blocks_[l];
       const float* x = resid_[l].data();
@@ -284,6 +320,7 @@ class Gpt final : public Model {
       L::layernorm_forward(k.ln1.data(), k.ln1_mean.data(), k.ln1_rstd.data(), x, p(k.ln1w), p(k.ln1b), N, C_);
       // qkv (B,T,3C) = ln1 Wqkv^T + b
       k.qkv->forward(k.ln1.data(), p(k.qkvw), p(k.qkvb), k.qkv_out.data(), N, 3 * C_, C_, step, collect);
+      if (cfg_.qk_norm) qk_norm_forward(k);
       // atty (B,T,C) = causal attention over qkv
       attention_forward_quant(k, step, collect);
       // res2 (B,T,C) = x + atty Wproj^T + b
@@ -302,6 +339,7 @@ class Gpt final : public Model {
     // lnf (B,T,C); logits (B,T,V) = lnf Whead^T; probs (B,T,V)
     L::layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), resid_.back().data(), p(lnfw_), p(lnfb_), N, C_);
     head_gemm_->forward(lnf_.data(), p(head_), nullptr, logits_.data(), N, V_, C_, step, collect);
+    probes_.output_logit_max = largest_abs(logits_);
     return L::softmax_xent_forward(probs_.data(), logits_.data(), b.y.data(), N, int64_t{V_}, losses_.data());
   }
 
@@ -312,6 +350,8 @@ class Gpt final : public Model {
     const int64_t N = int64_t{B_} * T_;
     // dlogits (B,T,V) = (probs - onehot) / (B*T)
     L::softmax_xent_backward(dlogits_.data(), probs_.data(), b.y.data(), N, int64_t{V_}, 1.0f / static_cast<float>(N));
+    add_z_loss_gradient(dlogits_.data(), probs_.data(), logits_.data(), losses_.data(), b.y.data(), N, int64_t{V_},
+                        cfg_.z_loss, 1.0f / static_cast<float>(N));
     // dlnf (B,T,C) = dlogits Whead; dWhead += dlogits^T lnf
     head_gemm_->backward(dlogits_.data(), lnf_.data(), p(head_), dln_.data(), d(head_), nullptr, N, V_, C_, step, collect);
     // dres_a = dresid[L] (B,T,C)
@@ -335,6 +375,7 @@ class Gpt final : public Model {
       // attention: dqkv (B,T,3C)
       zero(dqkv_);
       attention_backward_quant(k, step, collect);
+      if (cfg_.qk_norm) qk_norm_backward(k);
       // qkv: dln1 (B,T,C) = dqkv Wqkv
       k.qkv->backward(dqkv_.data(), k.ln1.data(), p(k.qkvw), dln_.data(), d(k.qkvw), d(k.qkvb), N, 3 * C_, C_, step, collect);
       // dresid[l] = dres2 + ln1 backward  (into dres_a_)
@@ -352,6 +393,40 @@ class Gpt final : public Model {
   }
 
  private:
+  // QK normalization (Wortsman et al. 2023; docs/recipes.md#instability-mechanisms), without
+  // learned gains: each head's query and key rows of qkv_out are divided by their RMS
+  // (eps 1e-6) in place, and the backward pass maps their gradients back through it:
+  // dx = rstd (dxhat - xhat mean(dxhat xhat)).
+  void qk_norm_forward(Block& k) {
+    const int64_t N = int64_t{B_} * T_, hs = C_ / NH_, c3 = 3 * C_;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t h = 0; h < NH_; ++h)
+        for (int64_t part = 0; part < 2; ++part) {
+          float* x = k.qkv_out.data() + r * c3 + part * C_ + h * hs;
+          float ss = 0;
+          for (int64_t i = 0; i < hs; ++i) ss += x[i] * x[i];
+          const float rstd = 1.0f / std::sqrt(ss / static_cast<float>(hs) + 1e-6f);
+          for (int64_t i = 0; i < hs; ++i) x[i] *= rstd;
+          k.qk_rstd[static_cast<size_t>((r * NH_ + h) * 2 + part)] = rstd;
+        }
+  }
+  void qk_norm_backward(Block& k) {
+    const int64_t N = int64_t{B_} * T_, hs = C_ / NH_, c3 = 3 * C_;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; ++r)
+      for (int64_t h = 0; h < NH_; ++h)
+        for (int64_t part = 0; part < 2; ++part) {
+          const float* xhat = k.qkv_out.data() + r * c3 + part * C_ + h * hs;
+          float* d = dqkv_.data() + r * c3 + part * C_ + h * hs;
+          float dot = 0;
+          for (int64_t i = 0; i < hs; ++i) dot += d[i] * xhat[i];
+          dot /= static_cast<float>(hs);
+          const float rstd = k.qk_rstd[static_cast<size_t>((r * NH_ + h) * 2 + part)];
+          for (int64_t i = 0; i < hs; ++i) d[i] = rstd * (d[i] - xhat[i] * dot);
+        }
+  }
+
   // Attention with its two batched GEMMs through the layer's quantizer, one (batch, head)
   // at a time: S (T,T) = q k^T (X = q, W = k), O (T,hs) = P V (X = P, W = V^T (hs,T)).
   void gather(const Block& k, int64_t bi, int64_t h) {
@@ -381,6 +456,7 @@ class Gpt final : public Model {
             pre[t1 * T_ + t2] = s_[static_cast<size_t>(t1 * T_ + t2)] * scale;
             maxv = std::max(maxv, pre[t1 * T_ + t2]);
           }
+          if (!(maxv <= probes_.attn_logit_max)) probes_.attn_logit_max = maxv;  // NaN sticks
           float sum = 0;
           for (int64_t t2 = 0; t2 <= t1; ++t2) sum += (a[t1 * T_ + t2] = std::exp(pre[t1 * T_ + t2] - maxv));
           for (int64_t t2 = 0; t2 < T_; ++t2) a[t1 * T_ + t2] = t2 <= t1 ? a[t1 * T_ + t2] / sum : 0.0f;

@@ -79,7 +79,9 @@ double AdamW::update(std::vector<float>& w, const std::vector<float>& g, float l
   } else if (moments_ == OptimizerState::fp8_e4m3) {
     to_fp8_per_tensor();
   }
-  if (master_ == MasterWeights::bf16_sr)
+  if (master_ == MasterWeights::bf16_sr && cfg_.bf16_master_rne)
+    to_bf16(next_, Rounding::rne, 0, 0);
+  else if (master_ == MasterWeights::bf16_sr)
     to_bf16(next_, Rounding::sr, seed_, kStreamMasterSr ^ static_cast<uint32_t>(step));
   // ||w_new - w_old|| and RMS(g^2 / v_hat), summed in double in index order so they do
   // not depend on the thread count.

@@ -28,7 +28,8 @@ std::string TrainConfig::to_json() const {
   j["model"] = {{"kind", model_kind_name(model.kind)}, {"inputs", model.inputs}, {"classes", model.classes},
                 {"hidden", model.hidden}, {"activation", activation_name(model.activation)},
                 {"vocab", model.vocab},     {"context", model.context}, {"layers", model.layers},
-                {"channels", model.channels}, {"heads", model.heads}};
+                {"channels", model.channels}, {"heads", model.heads}, {"qk_norm", model.qk_norm},
+                {"z_loss", model.z_loss}};
   j["recipe"] = recipe;
   j["steps"] = steps;
   j["seed"] = seed;
@@ -44,6 +45,14 @@ std::string TrainConfig::to_json() const {
   j["clip"] = clip;
   j["stats_every"] = stats_every;
   j["device"] = device_name(device);
+  j["adam_eps"] = adam_eps;
+  j["master_weights"] = master_weights;
+  j["optimizer_state"] = optimizer_state;
+  j["inject"] = inject;
+  j["inject_step"] = inject_step;
+  j["inject_layer"] = inject_layer;
+  j["inject_channel"] = inject_channel;
+  j["inject_magnitude"] = inject_magnitude;
   return j.dump();
 }
 
@@ -76,6 +85,17 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
   c.clip = j.at("clip");
   c.stats_every = j.at("stats_every");
   c.device = device_by_name(j.value("device", std::string("cpu")));  // logs written before --device: cpu
+  // logs written before the instability mechanisms: their defaults
+  c.model.qk_norm = m.value("qk_norm", false);
+  c.model.z_loss = m.value("z_loss", 0.0f);
+  c.adam_eps = j.value("adam_eps", 1e-8f);
+  c.master_weights = j.value("master_weights", std::string());
+  c.optimizer_state = j.value("optimizer_state", std::string());
+  c.inject = j.value("inject", std::string());
+  c.inject_step = j.value("inject_step", int64_t{0});
+  c.inject_layer = j.value("inject_layer", std::string());
+  c.inject_channel = j.value("inject_channel", int64_t{0});
+  c.inject_magnitude = j.value("inject_magnitude", 1.0f);
   return c;
 }
 
@@ -118,6 +138,23 @@ void TrainConfig::validate() const {
           "in [0, 1]");
   require(std::isfinite(weight_decay) && weight_decay >= 0, "weight_decay", "finite and >= 0");
   require(std::isfinite(clip) && clip >= 0, "clip", "finite and >= 0 (0: no clipping)");
+  require(std::isfinite(adam_eps) && adam_eps > 0, "adam_eps", "finite and > 0");
+  require(master_weights.empty() || master_weights == "fp32" || master_weights == "bf16" || master_weights == "bf16_sr",
+          "master_weights", "fp32, bf16 or bf16_sr");
+  require(optimizer_state.empty() || optimizer_state == "fp32" || optimizer_state == "bf16" ||
+              optimizer_state == "fp8_e4m3",
+          "optimizer_state", "fp32, bf16 or fp8_e4m3");
+  require(std::isfinite(model.z_loss) && model.z_loss >= 0, "model.z_loss", "finite and >= 0");
+  require(inject.empty() || inject == "activation" || inject == "weight", "inject",
+          "activation or weight (an outlier mechanism)");
+  if (!inject.empty()) {
+    require(inject_step >= 0 && inject_step < steps, "inject_step",
+            fmt::format("a step of the run, in [0, {}]", steps > 0 ? steps - 1 : 0));
+    require(!inject_layer.empty(), "inject_layer", "a layer name");
+    require(inject_channel >= 0, "inject_channel", ">= 0");
+    require(std::isfinite(inject_magnitude) && inject_magnitude > 0, "inject_magnitude", "finite and > 0");
+  }
+  require(!model.qk_norm || model.kind == ModelKind::gpt, "model.qk_norm", "off for the mlp (it has no attention)");
   if (m.kind == ModelKind::mlp) {
     require(!m.hidden.empty() && std::all_of(m.hidden.begin(), m.hidden.end(), [](int h) { return h >= 1 && h <= (1 << 20); }),
             "model.hidden", "one or more widths in [1, 1048576]");
@@ -142,9 +179,19 @@ Trainer::Trainer(TrainConfig cfg) : cfg_(std::move(cfg)) {
   AdamWConfig ac;
   ac.weight_decay = cfg_.weight_decay;
   ac.beta2 = gpt ? 0.95f : 0.999f;
-  opt_ = std::make_unique<AdamW>(model_->tensors(), model_->params().size(), ac, recipe_.master_weights,
-                                 recipe_.optimizer_state, cfg_.seed);
+  ac.eps = cfg_.adam_eps;
+  MasterWeights master = recipe_.master_weights;
+  if (!cfg_.master_weights.empty()) {
+    ac.bf16_master_rne = cfg_.master_weights == "bf16";
+    master = cfg_.master_weights == "fp32" ? MasterWeights::fp32 : MasterWeights::bf16_sr;
+  }
+  OptimizerState moments = recipe_.optimizer_state;
+  if (!cfg_.optimizer_state.empty())
+    moments = cfg_.optimizer_state == "fp32" ? OptimizerState::fp32
+              : cfg_.optimizer_state == "bf16" ? OptimizerState::bf16 : OptimizerState::fp8_e4m3;
+  opt_ = std::make_unique<AdamW>(model_->tensors(), model_->params().size(), ac, master, moments, cfg_.seed);
   opt_->round_master(model_->params());
+  set_up_injection();
 }
 
 Trainer::~Trainer() = default;
@@ -194,6 +241,43 @@ void Trainer::next_batch(uint64_t step) {
   }
 }
 
+void Trainer::set_up_injection() {
+  if (cfg_.inject.empty()) return;
+  const std::vector<QuantGemms*> layers = model_->gemm_layers();
+  std::string names;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i]->info().kind == LayerInfo::attention_bmm) continue;  // no weight, no layer input
+    if (layers[i]->info().name == cfg_.inject_layer) injected_layer_ = static_cast<int>(i);
+    names += (names.empty() ? "" : ", ") + layers[i]->info().name;
+  }
+  if (injected_layer_ < 0)
+    throw std::invalid_argument(
+        fmt::format("training config: inject_layer '{}' is not a layer of this model ({})", cfg_.inject_layer, names));
+  const std::string weight = cfg_.inject_layer + ".weight";
+  const auto t = std::find_if(model_->tensors().begin(), model_->tensors().end(),
+                              [&](const ParamTensor& p) { return p.name == weight; });
+  if (t == model_->tensors().end() || t->shape.size() != 2)
+    throw std::invalid_argument(fmt::format("training config: layer '{}' has no weight matrix", cfg_.inject_layer));
+  if (cfg_.inject_channel >= t->shape[1])
+    throw std::invalid_argument(fmt::format("training config: inject_channel {} is not below layer '{}''s {} input channels",
+                                            cfg_.inject_channel, cfg_.inject_layer, t->shape[1]));
+  if (cfg_.inject == "activation")
+    layers[static_cast<size_t>(injected_layer_)]->injection =
+        QuantGemms::Injection{cfg_.inject_step, cfg_.inject_channel, cfg_.inject_magnitude};
+}
+
+// The weight outlier: column inject_channel of the layer's weight (N, K) times the
+// magnitude, once, before step inject_step (the master weights and so every later step
+// carry it; a resumed run past that step has it in its checkpoint).
+void Trainer::inject_weight_outlier() {
+  const std::string weight = cfg_.inject_layer + ".weight";
+  for (const ParamTensor& t : model_->tensors())
+    if (t.name == weight) {
+      float* w = model_->params().data() + t.offset;
+      for (int64_t r = 0; r < t.shape[0]; ++r) w[r * t.shape[1] + cfg_.inject_channel] *= cfg_.inject_magnitude;
+    }
+}
+
 StepMetrics Trainer::step() {
   const auto t0 = std::chrono::steady_clock::now();
   StepMetrics m;
@@ -201,7 +285,18 @@ StepMetrics Trainer::step() {
   const auto s = static_cast<uint64_t>(step_);
   next_batch(s);
   const bool collect = cfg_.stats_every > 0 && step_ % cfg_.stats_every == 0;
+  if (cfg_.inject == "weight" && step_ == cfg_.inject_step) inject_weight_outlier();
+  for (QuantGemms* q : model_->gemm_layers()) q->reset_probes();
   m.loss = model_->forward_backward(batch_, s, collect);
+  m.attn_logit_max = model_->probes().attn_logit_max;
+  m.output_logit_max = model_->probes().output_logit_max;
+  for (const QuantGemms* q : model_->gemm_layers()) {
+    // the largest over layers; NaN only where no layer measured it
+    if (!(q->probes.outlier_ratio <= m.act_outlier_ratio) && !std::isnan(q->probes.outlier_ratio))
+      m.act_outlier_ratio = q->probes.outlier_ratio;
+    if (!(q->probes.amax_staleness <= m.amax_staleness) && !std::isnan(q->probes.amax_staleness))
+      m.amax_staleness = q->probes.amax_staleness;
+  }
   auto& g = model_->grads();
   auto& w = model_->params();
   double gn = 0, wn = 0;

@@ -61,6 +61,10 @@ std::vector<Flag> online(const Series& s, const Thresholds& t, const Series* ref
     if (ref) r.ref_loss = ref->loss[i];
     if (!s.flushed_pct.empty()) r.flushed_pct = s.flushed_pct.data() + i * cells;
     if (!s.saturated_pct.empty()) r.saturated_pct = s.saturated_pct.data() + i * cells;
+    if (!s.attn_logit_max.empty()) r.attn_logit_max = s.attn_logit_max[i];
+    if (!s.output_logit_max.empty()) r.output_logit_max = s.output_logit_max[i];
+    if (!s.act_outlier_ratio.empty()) r.act_outlier_ratio = s.act_outlier_ratio[i];
+    if (!s.amax_staleness.empty()) r.amax_staleness = s.amax_staleness[i];
     m.observe(r);
   }
   return m.flags();
@@ -141,6 +145,7 @@ TEST_CASE("reference_gap fires after K consecutive steps above the threshold") {
   Series s = healthy(11);
   for (int t = 150; t < kSteps; ++t) s.loss[static_cast<size_t>(t)] = ref.loss[static_cast<size_t>(t)] * 1.12;
   Thresholds th;
+  th.gap_rel = 0.05;  // the pre-corpus default; the corpus-tuned one (1.0) needs a 2x gap
   const auto f = both(s, &ref, th);
   const Flag* x = first_of(f, "reference_gap");
   REQUIRE(x);
@@ -166,7 +171,9 @@ TEST_CASE("underflow_growth fires on growing flushed % of a gradient operand, no
     cell(s.flushed_pct, t, 1, 5) = static_cast<float>(2 + 0.2 * (t - 200));  // fc1 wgrad_dy
     cell(s.flushed_pct, t, 2, 1) = static_cast<float>(2 + 0.2 * (t - 200));  // fc2 fwd_w: ignored
   }
-  const auto f = both(s);
+  Thresholds th;
+  th.flushed_growth_pp = 10;  // the pre-corpus default (the corpus-tuned one is 25 pp)
+  const auto f = both(s, nullptr, th);
   REQUIRE(f.size() == 1);
   CHECK(f[0].detector == "underflow_growth");
   CHECK(f[0].layer == "fc1");
@@ -244,4 +251,48 @@ TEST_CASE("thresholds JSON: duplicate keys and deep nesting are refused", "[dete
                     "thresholds: duplicate key \"window\" in a JSON object");
   CHECK_THROWS_WITH(Thresholds::from_json(std::string(100, '[') + std::string(100, ']')),
                     "thresholds: JSON nested deeper than 64 levels");
+}
+
+// The mechanisms' probes of a healthy run: steady values with noise (NaN rows where a
+// step measured nothing, as a GPT's attention logit on a step without statistics).
+void add_probes(Series& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  for (size_t i = 0; i < s.rows(); ++i) {
+    s.attn_logit_max.push_back(i % 7 == 3 ? std::numeric_limits<double>::quiet_NaN() : 5.0 * std::exp(0.1 * n01(rng)));
+    s.output_logit_max.push_back(8.0 * std::exp(0.1 * n01(rng)));
+    s.act_outlier_ratio.push_back(3.0 * std::exp(0.1 * n01(rng)));
+    s.amax_staleness.push_back(1.0 + 0.05 * std::fabs(n01(rng)));
+  }
+}
+
+TEST_CASE("the mechanism detectors: silent on healthy probes and on logs without them; each fires on its growth") {
+  const auto seed = GENERATE(range(1u, 6u));
+  Series s = healthy(seed);
+  add_probes(s, seed + 77);
+  INFO("seed " << seed);
+  CHECK(both(s).empty());
+  for (const char* det : {"attn_logit", "output_logit", "act_outlier", "amax_staleness"}) {
+    Series g = s;
+    const std::string d = det;
+    for (size_t i = 300; i < g.rows(); ++i) {
+      if (d == "attn_logit" && std::isfinite(g.attn_logit_max[i])) g.attn_logit_max[i] *= 40;
+      if (d == "output_logit") g.output_logit_max[i] *= 4;
+      if (d == "act_outlier") g.act_outlier_ratio[i] *= 4;
+    }
+    if (d == "amax_staleness") g.amax_staleness[300] = 80;  // above the default 50
+    const auto f = both(g);
+    INFO(det << "\n" << dump(f));
+    REQUIRE(f.size() == 1);
+    CHECK(f[0].detector == d);
+    CHECK(f[0].step >= 300);
+    CHECK(f[0].step < 300 + 8);
+  }
+}
+
+TEST_CASE("detector lists: names, 'all', unknown names") {
+  CHECK(parse_detector_list("").size() == detector_names().size());
+  CHECK(parse_detector_list("all") == detector_names());
+  CHECK(parse_detector_list("attn_logit,nonfinite") == std::vector<std::string>{"attn_logit", "nonfinite"});
+  CHECK_THROWS_WITH(parse_detector_list("nonfinite,bogus"), Catch::Contains("unknown detector 'bogus'"));
 }

@@ -43,9 +43,10 @@
 #include "lpx/divergence/detectors.hpp"
 #include "lpx/io/json_input.hpp"
 #include "lpx/runlog/run_log.hpp"
-#include "stdout_write.hpp"
-#include "cli_util.hpp"     // compress_layer_names
+#include "cli_util.hpp"  // compress_layer_names
+#include "report_divergence.hpp"
 #include "report_study.hpp"
+#include "stdout_write.hpp"
 #include "sweep_spec.hpp"  // printable
 
 namespace lpx::cli {
@@ -60,6 +61,8 @@ using json = nlohmann::ordered_json;
 struct ReportArgs {
   std::string dir, format = "html", reference, thresholds, assets;
   bool intervals = false;  // --intervals: every configuration must have 2 seeds or more
+  std::string detectors;   // comma-separated detectors to run ("": all)
+  bool corpus = false;     // labelled-corpus figures (report_divergence.hpp)
 };
 
 struct Run {
@@ -312,9 +315,15 @@ Report load(const ReportArgs& a) {
   for (auto& r : rep.runs)
     if (r->swept.is_null()) r->swept = json::object();
   // detectors and verdicts
+  std::vector<std::string> enabled;
+  try {
+    enabled = divergence::parse_detector_list(a.detectors);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("report: --detectors: {}", e.what()));
+  }
   for (auto& r : rep.runs) {
     const divergence::Series* ref = r->ref ? &r->ref->series : nullptr;
-    r->flags = divergence::detect(r->series, rep.thresholds, ref);
+    r->flags = divergence::only(divergence::detect(r->series, rep.thresholds, ref), enabled);
     r->outcome = divergence::judge(r->series, ref, rep.thresholds, r->flags);
     r->final_loss = tail_mean(r->series.loss, rep.thresholds.smooth);
     if (r->ref) r->gap = (r->final_loss - tail_mean(r->ref->series.loss, rep.thresholds.smooth)) /
@@ -890,6 +899,26 @@ void write_html(const Report& rep, const fs::path& assets) {
   write_stdout(fmt::format("report: {} ({} runs, {} charts)\n", dst.string(), rep.runs.size(), charts.size()), "report");
 }
 
+// The runs as report_divergence.hpp reads them.
+std::vector<CorpusRun> corpus_runs(const Report& rep) {
+  std::vector<CorpusRun> out;
+  for (const auto& r : rep.runs) {
+    CorpusRun c;
+    c.name = r->name;
+    c.model = r->log.header.model;
+    c.seed = r->log.header.seed;
+    c.reference = r->reference;
+    c.series = &r->series;
+    c.reference_run = r->ref ? r->ref->name : "";
+    c.final_loss = r->final_loss;
+    c.reference_final = r->ref ? tail_mean(r->ref->series.loss, rep.thresholds.smooth) : NAN;
+    c.flags = r->flags;
+    c.outcome = r->outcome;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 void run_report(const ReportArgs& a) {
   if (a.format != "html" && a.format != "md" && a.format != "json")
     throw UsageError(fmt::format("report: --format '{}' is not html, md or json", a.format));
@@ -897,18 +926,27 @@ void run_report(const ReportArgs& a) {
   fs::path assets;
   if (a.format == "html") assets = find_assets(a.assets);
   const Report rep = load(a);
+  const std::vector<CorpusRun> corpus = corpus_runs(rep);
   if (a.format == "json") {
     json doc;
     doc["runs"] = json::array();
-    for (const auto& r : rep.runs) doc["runs"].push_back(run_json(*r));
+    for (size_t i = 0; i < rep.runs.size(); ++i) {
+      doc["runs"].push_back(run_json(*rep.runs[i]));
+      doc["runs"].back()["verdict"] = verdict(corpus[i], gap_band(corpus, corpus[i].model));
+      doc["runs"].back()["gap_band"] = num(gap_band(corpus, corpus[i].model));
+    }
     doc["configurations"] = json::array();
     for (const ConfigStats& c : rep.configs) doc["configurations"].push_back(to_json(c));
     doc["blame"] = json::array();
     for (const Blame& b : rep.blames) doc["blame"].push_back(to_json(b));
+    if (a.corpus) doc["corpus"] = corpus_summary(corpus, rep.thresholds, divergence::parse_detector_list(a.detectors));
     write_stdout(doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n", "report");
     for (const auto& m : rep.missing) std::fprintf(stderr, "report: %s\n", m.c_str());
   } else if (a.format == "md") {
-    write_stdout(markdown(rep), "report");
+    std::string md = markdown(rep);
+    if (a.corpus)
+      md += "\n" + corpus_markdown(corpus_summary(corpus, rep.thresholds, divergence::parse_detector_list(a.detectors)));
+    write_stdout(md, "report");
   } else {
     write_html(rep, assets);
   }
@@ -921,6 +959,9 @@ const bool registered = register_command(92, [](CLI::App& app) {
   cmd->add_option("--format", a->format, "html (writes DIR/report.html) | md | json (to stdout)")->capture_default_str();
   cmd->add_option("--reference", a->reference, "The reference run (name or path); default: the sweep's, else fp32, else bf16");
   cmd->add_option("--thresholds", a->thresholds, "Detector thresholds as JSON (default: the sweep spec's \"detectors\")");
+  cmd->add_option("--detectors", a->detectors, "Comma-separated detectors to run (default all; README \"Divergence detection\")");
+  cmd->add_flag("--corpus", a->corpus,
+                "Labelled corpus: recall, false positives and lead times per mechanism (run-name prefix) and detector");
   cmd->add_option("--assets", a->assets, "tools/report folder holding node_modules (default: found from the binary)");
   cmd->add_flag("--intervals", a->intervals,
                 "Require seed statistics: every configuration needs 2 or more seeds paired with a reference");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -60,6 +61,12 @@ struct TrainArgs {
   int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
   bool stop_on_divergence = false;
   std::string thresholds;  // JSON file of divergence thresholds (defaults otherwise)
+  std::string detectors;   // comma-separated detectors that may stop the run ("": all)
+  // instability mechanisms (README "Divergence detection")
+  bool qk_norm = false;
+  float z_loss = 0, adam_eps = 0, inject_magnitude = 0;
+  std::string master_weights, optimizer_state, inject, inject_layer;
+  int64_t inject_step = -1, inject_channel = 0;
   uint64_t seed = 0;
   float lr = 0, weight_decay = 0;
   int batch = 0, threads = 0, layers = 0, channels = 0, heads = 0, context = 0;
@@ -123,6 +130,28 @@ void run_train(const TrainArgs& a) {
     if (a.channels > 0) c.model.channels = a.channels;
     if (a.heads > 0) c.model.heads = a.heads;
     if (a.context > 0) c.model.context = a.context;
+    c.model.qk_norm = a.qk_norm;
+    c.model.z_loss = a.z_loss;
+    if (a.adam_eps > 0) c.adam_eps = a.adam_eps;
+    c.master_weights = a.master_weights;
+    c.optimizer_state = a.optimizer_state;
+    if (!a.inject.empty() && a.inject != "activation" && a.inject != "weight")
+      throw UsageError(fmt::format("train: --inject '{}' is not a mechanism (activation | weight)", a.inject));
+    if (a.inject.empty() && (a.inject_step >= 0 || !a.inject_layer.empty() || a.inject_magnitude > 0))
+      throw UsageError("train: --inject-step, --inject-layer and --inject-magnitude need --inject activation|weight");
+    if (!a.inject.empty()) {
+      if (a.inject_step < 0 || a.inject_layer.empty() || !(a.inject_magnitude > 0))
+        throw UsageError("train: --inject needs --inject-step, --inject-layer and --inject-magnitude");
+      if (a.inject_step >= a.steps)
+        throw UsageError(fmt::format("train: --inject-step {} is past the run's end (steps 0..{})", a.inject_step,
+                                     a.steps - 1));
+      c.inject = a.inject;
+      c.inject_step = a.inject_step;
+      c.inject_layer = a.inject_layer;
+      c.inject_channel = a.inject_channel;
+      c.inject_magnitude = a.inject_magnitude;
+    }
+    if (a.qk_norm && !gpt) throw UsageError("train: --qk-norm needs --model gpt (the mlp has no attention)");
     trainer = std::make_unique<sim::Trainer>(c);
     if (!a.out.empty()) trainer->attach_log(a.out);
   }
@@ -145,16 +174,30 @@ void run_train(const TrainArgs& a) {
     divergence::Flag flag;
   };
   std::optional<divergence::Monitor> monitor;
+  std::vector<std::string> enabled;  // the detectors that may stop the run
   if (!a.thresholds.empty() && !a.stop_on_divergence)
     throw UsageError("train: --thresholds needs --stop-on-divergence");
+  if (!a.detectors.empty() && !a.stop_on_divergence)
+    throw UsageError("train: --detectors needs --stop-on-divergence");
+  std::vector<std::string> layer_names, role_names;
+  for (const sim::QuantGemms* q : trainer->model().gemm_layers()) layer_names.push_back(q->info().name);
+  for (GemmRole r : kAllGemmRoles) role_names.emplace_back(role_name(r));
   if (a.stop_on_divergence) {
+    try {
+      enabled = divergence::parse_detector_list(a.detectors);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("train: --detectors: {}", e.what()));
+    }
     divergence::Thresholds t;
     if (!a.thresholds.empty()) {
       const std::vector<std::byte> text = read_raw_bytes(a.thresholds);
-      t = divergence::Thresholds::from_json(
-          std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+      try {
+        t = divergence::Thresholds::from_json(std::string(reinterpret_cast<const char*>(text.data()), text.size()));
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("train: --thresholds {}: {}", a.thresholds, e.what()));
+      }
     }
-    monitor.emplace(t);
+    monitor.emplace(t, layer_names, role_names);
   }
   const auto t0 = std::chrono::steady_clock::now();
   double next_line = a.progress_every;
@@ -196,7 +239,24 @@ void run_train(const TrainArgs& a) {
       r.update_ratio = m.update_ratio;
       r.lr = static_cast<double>(m.lr);
       r.adam_rms = m.adam_rms;
-      const std::vector<divergence::Flag> flags = monitor->observe(r);
+      r.attn_logit_max = m.attn_logit_max;
+      r.output_logit_max = m.output_logit_max;
+      r.act_outlier_ratio = m.act_outlier_ratio;
+      r.amax_staleness = m.amax_staleness;
+      // the quantizer statistics as the log stores them (float32; NaN for a step without
+      // statistics and for an operand the step did not quantize), so the online flags are
+      // the offline ones
+      std::vector<float> flushed, saturated;
+      if (cfg.stats_every > 0 && m.step % cfg.stats_every == 0) {
+        for (const sim::QuantGemms* q : trainer->model().gemm_layers())
+          for (const OperandStats& st : q->stats) {
+            flushed.push_back(st.elements ? static_cast<float>(st.flushed_pct) : NAN);
+            saturated.push_back(st.elements ? static_cast<float>(st.saturated_pct) : NAN);
+          }
+        r.flushed_pct = flushed.data();
+        r.saturated_pct = saturated.data();
+      }
+      const std::vector<divergence::Flag> flags = divergence::only(monitor->observe(r), enabled);
       if (!flags.empty()) throw StopRun{flags.front()};
     }
   });
@@ -263,6 +323,25 @@ const bool registered = register_command(90, [](CLI::App& app) {
   cmd->add_flag("--stop-on-divergence", a->stop_on_divergence,
                 "End the run (after a checkpoint) at the first online divergence flag");
   cmd->add_option("--thresholds", a->thresholds, "JSON file of divergence thresholds (with --stop-on-divergence)");
+  cmd->add_option("--detectors", a->detectors,
+                  "Comma-separated detectors that may stop the run (with --stop-on-divergence; default all)");
+  // Instability mechanisms (README "Divergence detection", docs/recipes.md#instability-mechanisms)
+  cmd->add_flag("--qk-norm", a->qk_norm, "gpt: normalize queries and keys per head (bounds attention logits)");
+  cmd->add_option("--z-loss", a->z_loss, "Add COEF * log(Z)^2 per row to the objective (keeps output logits bounded)")
+      ->check(kFiniteNonNegative);
+  cmd->add_option("--adam-eps", a->adam_eps, "Adam epsilon (default 1e-8)")->check(kFinitePositive);
+  cmd->add_option("--master-weights", a->master_weights,
+                  "Override the recipe's master weights: fp32 | bf16 (RNE updates) | bf16_sr")
+      ->check(CLI::IsMember({"fp32", "bf16", "bf16_sr"}));
+  cmd->add_option("--optimizer-state", a->optimizer_state, "Override the recipe's Adam moments: fp32 | bf16 | fp8_e4m3")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp8_e4m3"}));
+  cmd->add_option("--inject", a->inject, "Inject an outlier: activation | weight");
+  cmd->add_option("--inject-step", a->inject_step, "Step the outlier appears at (0-based)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  cmd->add_option("--inject-layer", a->inject_layer, "Layer of the outlier (fc1, h0.mlp.fc, lm_head, ...)");
+  cmd->add_option("--inject-channel", a->inject_channel, "Input channel of the outlier (default 0)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--inject-magnitude", a->inject_magnitude, "Factor the channel is multiplied by")->check(kFinitePositive);
   cmd->add_option("--abort-after", a->abort_after, "Testing: exit abruptly after step N")
       ->group("")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));

@@ -61,7 +61,8 @@ std::string shown(const json& v) { return printable(v.dump()); }
 
 // ---- run keys: the `lpx train` options a sweep may set, with the ranges train accepts
 
-enum class Kind { recipe, model, activation, path, positive, non_negative, integer, hidden, preset };
+enum class Kind { recipe, model, activation, path, positive, non_negative, integer, hidden, boolean, text,
+                  master_weights, optimizer_state, inject, preset };
 struct KeyRule {
   Kind kind;
   int64_t lo = 0, hi = 0;  // Kind::integer and the widths of Kind::hidden
@@ -88,6 +89,17 @@ const std::map<std::string, KeyRule>& run_keys() {
       {"heads", {Kind::integer, 1, 1 << 16}},
       {"context", {Kind::integer, 1, 1 << 16}},
       {"hidden", {Kind::hidden, 1, 1 << 20}},
+      // instability mechanisms (README "Divergence detection")
+      {"qk_norm", {Kind::boolean}},
+      {"z_loss", {Kind::non_negative}},
+      {"adam_eps", {Kind::positive}},
+      {"master_weights", {Kind::master_weights}},
+      {"optimizer_state", {Kind::optimizer_state}},
+      {"inject", {Kind::inject}},
+      {"inject_step", {Kind::integer, 0, kMaxSweepSteps}},
+      {"inject_layer", {Kind::text}},
+      {"inject_channel", {Kind::integer, 0, 1 << 20}},
+      {"inject_magnitude", {Kind::positive}},
       {"preset", {Kind::preset}},
   };
   return k;
@@ -153,6 +165,19 @@ json check_run_value(const std::string& where, const std::string& key, const jso
       return one_of(where, v, {"mlp", "gpt"});
     case Kind::activation:
       return one_of(where, v, {"relu", "gelu", "swiglu"});
+    case Kind::master_weights:
+      return one_of(where, v, {"fp32", "bf16", "bf16_sr"});
+    case Kind::optimizer_state:
+      return one_of(where, v, {"fp32", "bf16", "fp8_e4m3"});
+    case Kind::inject:
+      return one_of(where, v, {"activation", "weight"});
+    case Kind::boolean:
+      if (!v.is_boolean()) fail(where, fmt::format("expected true or false, got {}", shown(v)));
+      return v;
+    case Kind::text:
+      if (!v.is_string()) fail(where, fmt::format("expected a string, got {}", shown(v)));
+      check_sweep_text(where, v.get<std::string>(), kMaxSweepNameBytes);
+      return v;
     case Kind::preset:
       return one_of(where, v, {"gpt-tiny", "gpt-small", "gpt-medium"});  // sim::apply_gpt_preset
     case Kind::path: {
@@ -478,6 +503,10 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     for (auto it = set.begin(); it != set.end(); ++it) {
       std::string opt = "--" + it.key();
       std::replace(opt.begin(), opt.end(), '_', '-');
+      if (it.value().is_boolean()) {  // a flag of lpx train: --qk-norm=true | --qk-norm=false
+        r.args.push_back(opt + (it.value().get<bool>() ? "=true" : "=false"));
+        continue;
+      }
       r.args.push_back(opt);
       r.args.push_back(value_text(it.value()));
     }

@@ -29,14 +29,31 @@
 //                      2023 track the same ratio; an optimizer whose updates grow against
 //                      the weights is leaving its stable regime).
 //
+// Early signals of the instability mechanisms (docs/recipes.md#instability-mechanisms),
+// read from /metrics columns that older logs lack (their detectors then stay silent):
+//   attn_logit         the largest attention logit growing by a factor over its early
+//                      baseline (attention-logit growth, Wortsman et al. 2023, 2309.14322).
+//   output_logit       the largest |output logit| growing by a factor over its baseline
+//                      (output-logit divergence, the same paper).
+//   act_outlier        the largest per-channel RMS / RMS of a layer input growing by a
+//                      factor over its baseline (outlier channels, Fishman et al. 2024).
+//   amax_staleness     a delayed-scaling operand whose amax exceeds the amax its scale was
+//                      chosen from by a factor (a stale scale meeting an outlier saturates).
+// "Baseline" is the median of the finite values at positions [probe_baseline_from,
+// probe_baseline_from + probe_baseline_rows) of the run; "current" the median of the last
+// `smooth` finite values.
+//
 // A detector raises one flag when its condition becomes true and re-arms when it is false
 // again (an "episode"), so a sustained condition is one flag, not one per step.
 //
-// "Diverged" (ground truth, judge()) is separate from "flagged" (early warning): a run
-// diverged at the first non-finite loss, or at the first step of a streak where its
-// smoothed loss exceeds diverged_factor x the reference's smoothed loss for
-// diverged_patience steps (or to the end of the run). Lead time = divergence step - first
-// flag step; positive means the warning came first.
+// "Diverged" (ground truth, judge()) is separate from "flagged" (early warning) and from
+// "ends worse than the reference" (the `gap` verdict of lpx report): a run diverged at the
+// first non-finite loss, or at the first step of a streak where its smoothed loss (trailing
+// mean of `smooth` steps) exceeds diverged_factor x the lowest smoothed loss it has reached
+// so far, for diverged_patience steps (or to the end of the run). Only the run's own
+// history counts, so a run at other settings than its reference is never "diverged" for
+// ending higher. Lead time = divergence step - first flag step; positive means the warning
+// came first.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +68,10 @@
 
 namespace lpx::divergence {
 
-// Every threshold, with its default. JSON keys are the member names (from_json: unknown
+// Every threshold, with its default. The defaults were calibrated on the tuning half of the
+// labelled corpus (tools/sweeps/divergence-corpus-*-tune.json, README "Divergence
+// detection") and then frozen: each is just above what the tuning set's runs that did not
+// diverge reached. JSON keys are the member names (from_json: unknown
 // keys are errors, missing keys keep the default).
 struct Thresholds {
   // Spike detectors (loss_spike, grad_spike).
@@ -63,20 +83,31 @@ struct Thresholds {
   double grad_mad_floor = 0.05;   // MAD scale floor in log(grad_norm) units
   // reference_gap
   int smooth = 8;              // steps in the trailing mean of loss (and reference loss)
-  double gap_rel = 0.05;       // (loss - ref) / |ref| that counts as a gap
+  double gap_rel = 1.0;        // (loss - ref) / |ref| that counts as a gap (tuned: below, healthy
+                               // runs at other learning rates than the reference flag)
   int gap_patience = 20;       // consecutive steps above gap_rel that flag
   // underflow_growth, saturation (quantizer statistics, % of elements)
   int baseline_rows = 8;       // first statistics rows whose median is the baseline
   int stat_smooth = 3;         // trailing statistics rows whose median is "current"
-  double flushed_growth_pp = 10.0;    // current - baseline flushed %, percentage points
+  double flushed_growth_pp = 25.0;    // current - baseline flushed %, percentage points
   double saturated_pct = 5.0;         // current saturated % that flags...
-  double saturated_growth_pp = 2.0;   // ...when also this far above its baseline
+  double saturated_growth_pp = 3.0;   // ...when also this far above its baseline
   // adam_rms
   double adam_rms = 3.0;       // RMS(g^2 / v_hat) that flags (about 1 when healthy)
+  int adam_rms_from = 8;       // finite values not judged first: v_hat of a few gradients
+                               // (rounded to FP8 with a tiny epsilon) is no estimate yet
   // update_drift
   double update_drift_factor = 4.0;  // current / baseline of update_ratio / lr
+  // attn_logit, output_logit, act_outlier: growth over the run's early baseline
+  int probe_baseline_from = 8;       // first position of the baseline (skips the first steps)
+  int probe_baseline_rows = 16;      // values in the baseline median
+  double attn_logit_growth = 30.0;   // current / baseline of the largest attention logit
+  double output_logit_growth = 3.0;  // current / baseline of the largest |output logit|
+  double act_outlier_growth = 2.0;   // current / baseline of the per-channel RMS ratio
+  // amax_staleness
+  double amax_staleness = 50.0;      // current amax / the delayed scale's amax that flags
   // Ground truth (judge()).
-  double diverged_factor = 1.5;      // smoothed loss / smoothed reference loss
+  double diverged_factor = 1.5;      // smoothed loss / its own lowest smoothed loss so far
   int diverged_patience = 10;        // consecutive steps (or to the end of the run)
 
   static Thresholds from_json(const std::string& json);  // throws std::invalid_argument
@@ -102,6 +133,11 @@ struct StepRecord {
   double ref_loss = std::numeric_limits<double>::quiet_NaN();  // NaN: no reference
   const float* flushed_pct = nullptr;
   const float* saturated_pct = nullptr;
+  // the mechanisms' early signals (runlog StepMetrics; NaN: not measured)
+  double attn_logit_max = std::numeric_limits<double>::quiet_NaN();
+  double output_logit_max = std::numeric_limits<double>::quiet_NaN();
+  double act_outlier_ratio = std::numeric_limits<double>::quiet_NaN();
+  double amax_staleness = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The arrays of a run (steps in order) that the detectors read: series_from() takes them
@@ -110,6 +146,8 @@ struct Series {
   std::vector<int64_t> step;
   std::vector<double> loss, grad_norm, update_ratio, lr;
   std::vector<double> adam_rms;  // empty when the log has none
+  // empty when the log has none (written before these columns existed)
+  std::vector<double> attn_logit_max, output_logit_max, act_outlier_ratio, amax_staleness;
   std::vector<std::string> layers, roles;
   std::vector<float> flushed_pct, saturated_pct;  // (steps, L, R); empty when absent
   size_t rows() const { return step.size(); }
@@ -157,5 +195,11 @@ Outcome judge(const Series& run, const Series* reference, const Thresholds& t,
 
 // The order detectors are reported in.
 const std::vector<std::string>& detector_names();
+
+// The detectors named in a comma-separated list ("" or "all": every one). Throws
+// std::invalid_argument naming an unknown one and listing the known.
+std::vector<std::string> parse_detector_list(const std::string& list);
+// `flags` without those of detectors not in `enabled`.
+std::vector<Flag> only(const std::vector<Flag>& flags, const std::vector<std::string>& enabled);
 
 }  // namespace lpx::divergence

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,8 @@ enum class Presence : uint8_t { required, optional, informational };
 
 // --- /metrics: one row per training step -------------------------------------------
 
+inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
+
 // One step (what the trainer appends) ...
 struct StepMetrics {
   int64_t step = 0;         // 0-based index of the step
@@ -54,6 +57,11 @@ struct StepMetrics {
   double adam_rms = 0;      // sqrt(mean(g^2 / (v_hat + eps^2))), v_hat after the update:
                             // it grows before loss spikes (Wortsman et al. 2023)
   double step_time_s = 0;   // wall time of the step (not deterministic)
+  // Early signals of instability mechanisms (docs/runlog.md; NaN where not measured):
+  double attn_logit_max = kNoValue;     // largest scaled attention logit q.k/sqrt(d) (gpt)
+  double output_logit_max = kNoValue;   // largest |output logit| of the step's batch
+  double act_outlier_ratio = kNoValue;  // largest per-channel RMS / RMS of a layer input
+  double amax_staleness = kNoValue;     // largest current amax / the delayed scale's amax
 };
 // ... and every step of a run (what a reader gets): the same names, one array each.
 struct Metrics {
@@ -61,6 +69,7 @@ struct Metrics {
   std::vector<double> loss;
   std::vector<float> lr;
   std::vector<double> grad_norm, update_ratio, adam_rms, step_time_s;
+  std::vector<double> attn_logit_max, output_logit_max, act_outlier_ratio, amax_staleness;
   size_t rows() const { return step.size(); }
 };
 // The columns, in file order: f(name, presence, member) for a StepMetrics or a Metrics.
@@ -73,6 +82,12 @@ void visit_metrics(M& m, F&& f) {
   f("update_ratio", Presence::optional, m.update_ratio);
   f("adam_rms", Presence::optional, m.adam_rms);
   f("step_time_s", Presence::informational, m.step_time_s);
+  // Added after lpx-run-1 was fixed: logs written before them lack these datasets, which
+  // readers leave empty (and do not list as missing); their detectors stay silent.
+  f("attn_logit_max", Presence::informational, m.attn_logit_max);
+  f("output_logit_max", Presence::informational, m.output_logit_max);
+  f("act_outlier_ratio", Presence::informational, m.act_outlier_ratio);
+  f("amax_staleness", Presence::informational, m.amax_staleness);
 }
 
 // --- /eval: one row per evaluation --------------------------------------------------

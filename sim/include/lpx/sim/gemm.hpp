@@ -18,6 +18,8 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +67,30 @@ class QuantGemms {
     stats = {};
     applied = {};
   }
+  // What the layer's operands looked like this step, for the divergence detectors' early
+  // signals (docs/recipes.md#divergence-signals). NaN where not measured. reset_probes()
+  // starts a step; calls within a step keep the largest value.
+  //   outlier_ratio   largest per-channel RMS of fwd_x over the RMS of the whole operand
+  //                   (channels: the reduction dimension K): a channel that grows out of
+  //                   its peers (SwiGLU outlier channels, Fishman et al. 2024) raises it
+  //   amax_staleness  for roles with delayed scaling: this call's amax over the amax the
+  //                   scale was chosen from (the history's); above 1 the operand saturates
+  struct Probes {
+    double outlier_ratio = std::numeric_limits<double>::quiet_NaN();
+    double amax_staleness = std::numeric_limits<double>::quiet_NaN();
+  };
+  Probes probes;
+  bool probe_outliers = true;  // false for the data's own input layer and attention products
+  void reset_probes() { probes = {}; }
+  // An injected activation outlier (lpx train --inject activation): from `from_step` on,
+  // input channel `channel` of X is multiplied by `magnitude` before the layer uses it, in
+  // the forward GEMM and the weight-gradient GEMM, and its input gradient is multiplied by
+  // the same factor, so the layer is exactly y = (x * s) W^T with s one on other channels.
+  struct Injection {
+    int64_t from_step = 0, channel = 0;
+    float magnitude = 1;
+  };
+  std::optional<Injection> injection;
   // Test hook: when set, called with every operand right before its GEMM uses it: `in`
   // the operand as the layer passed it, `used` what the GEMM multiplies (the quantizer's
   // output, or `in` itself for an identity role), both row-major (rows x cols).
@@ -77,7 +103,8 @@ class QuantGemms {
                      bool collect, std::vector<float>& buf);
   OperandQuantizer q_;
   Accumulation acc_;
-  std::vector<float> qa_, qb_;
+  std::vector<float> qa_, qb_, injected_;
+  const float* inject(const float* x, int64_t m, int64_t k, uint64_t step);
 };
 
 }  // namespace lpx::sim

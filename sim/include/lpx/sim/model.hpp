@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,19 @@ struct ModelConfig {
   Activation activation = Activation::relu;
   // gpt
   int vocab = 0, context = 64, layers = 2, channels = 64, heads = 4;
+  // Stability options of Wortsman et al. 2023 (docs/recipes.md#instability-mechanisms):
+  // qk_norm (gpt) normalizes each head's queries and keys to unit RMS before their dot
+  // product, which bounds the attention logits by sqrt(head size); z_loss (both models)
+  // adds z_loss * log(Z)^2 per row to the training objective (Z the softmax normalizer),
+  // which keeps the output logits from drifting. The logged loss stays the cross-entropy.
+  bool qk_norm = false;
+  float z_loss = 0.0f;
+};
+
+// What the last forward pass saw, for the divergence detectors (NaN: not measured).
+struct ForwardProbes {
+  double attn_logit_max = std::numeric_limits<double>::quiet_NaN();    // largest scaled q.k (gpt)
+  double output_logit_max = std::numeric_limits<double>::quiet_NaN();  // largest |logit| of the head
 };
 
 // Named GPT sizes (docs/recipes.md#model-presets): "gpt-tiny" (the default: 2 blocks,
@@ -76,6 +90,7 @@ class Model {
   // Forward only: mean loss, and the number of correct argmax predictions (classifier
   // accuracy for the MLP, next-token accuracy for the GPT).
   virtual double evaluate(const Batch& b, uint64_t step, int64_t* correct) = 0;
+  const ForwardProbes& probes() const { return probes_; }
 
  protected:
   explicit Model(ModelConfig cfg) : cfg_(std::move(cfg)) {}
@@ -87,6 +102,7 @@ class Model {
   std::vector<ParamTensor> tensors_;
   std::vector<float> w_, g_;
   std::vector<std::unique_ptr<QuantGemms>> gemms_;
+  ForwardProbes probes_;
 };
 
 // Builds a model with parameters initialised from Philox keyed by `seed` (normal init,

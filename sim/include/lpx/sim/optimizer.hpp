@@ -7,6 +7,7 @@
 //                    low 32 bits, index = flat parameter index)
 //                    through lpx's codec (fake_cast_array, Rounding::sr), so the result
 //                    never depends on the thread count
+//   master bf16      (AdamWConfig::bf16_master_rne) the same with round to nearest even
 //   moments bf16     m and v are stored as bfloat16 (round to nearest even after each
 //                    update); fp32 keeps them in float32
 //   moments fp8_e4m3 per parameter tensor, m as E4M3 with an fp32 per-tensor scale
@@ -26,6 +27,10 @@ namespace lpx::sim {
 
 struct AdamWConfig {
   float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
+  // With master bf16_sr: round the updated weights to bfloat16 to nearest even instead of
+  // stochastically (plain BF16 master weights: updates smaller than half a BF16 step of
+  // the weight are lost, docs/recipes.md#instability-mechanisms).
+  bool bf16_master_rne = false;
 };
 
 class AdamW {

@@ -48,6 +48,18 @@ struct TrainConfig {
   int64_t stats_every = 1;   // per-operand quantizer statistics every N steps (rows are NaN between)
   Device device = Device::cpu;  // where the recipe's quantizers run (device.hpp); the loss
                                 // array is the same bit for bit
+  // Instability mechanisms (docs/recipes.md#instability-mechanisms); the defaults change
+  // nothing.
+  float adam_eps = 1e-8f;
+  std::string master_weights;   // "" : the recipe's; fp32 | bf16 (RNE updates) | bf16_sr
+  std::string optimizer_state;  // "" : the recipe's; fp32 | bf16 | fp8_e4m3
+  // An injected outlier: "" (none) | "activation" (from inject_step on, input channel
+  // inject_channel of layer inject_layer is multiplied by inject_magnitude) | "weight" (at
+  // inject_step, column inject_channel of that layer's weight is multiplied once).
+  std::string inject;
+  int64_t inject_step = 0, inject_channel = 0;
+  std::string inject_layer;  // a quantized GEMM layer's name (fc1, h0.mlp.fc, lm_head, ...)
+  float inject_magnitude = 1.0f;
   // The run log's "config" attribute: names as strings ("kind": "mlp", "device": "cpu").
   std::string to_json() const;
   static TrainConfig from_json(const std::string& json);
@@ -88,6 +100,9 @@ class Trainer {
  private:
   void load_data();
   void next_batch(uint64_t step);
+  void set_up_injection();
+  void inject_weight_outlier();
+  int injected_layer_ = -1;
   TrainConfig cfg_;
   Recipe recipe_;
   std::shared_ptr<OperandBackend> backend_;  // where the quantizers run (null: the CPU)

@@ -1,0 +1,183 @@
+// Verdicts and labelled-corpus figures of `lpx report` (report_divergence.hpp).
+#include "report_divergence.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace lpx::cli {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+std::string mechanism_of(const std::string& name) { return name.substr(0, name.find('-')); }
+
+// One set of runs judged with one set of detectors.
+struct Figures {
+  int diverged = 0, caught = 0, healthy = 0, healthy_flagged = 0;
+  std::vector<int64_t> leads;
+  std::vector<double> fractions;
+
+  void add(const CorpusRun& r, const std::vector<divergence::Flag>& flags) {
+    const divergence::Outcome& o = r.outcome;
+    if (o.diverged) {
+      ++diverged;
+      if (!flags.empty() && flags.front().step < o.divergence_step) {
+        ++caught;
+        const int64_t lead = o.divergence_step - flags.front().step;
+        leads.push_back(lead);
+        fractions.push_back(static_cast<double>(lead) / static_cast<double>(std::max<int64_t>(1, o.divergence_step)));
+      }
+    } else {
+      ++healthy;
+      healthy_flagged += !flags.empty();
+    }
+  }
+
+  static double median(std::vector<double> v) {
+    if (v.empty()) return NAN;
+    std::sort(v.begin(), v.end());
+    const size_t h = v.size() / 2;
+    return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+  }
+
+  json to_json() const {
+    json j;
+    j["diverged"] = diverged;
+    j["flagged_before_divergence"] = caught;
+    j["recall"] = diverged ? num(static_cast<double>(caught) / diverged) : json(nullptr);
+    j["healthy"] = healthy;
+    j["healthy_flagged"] = healthy_flagged;
+    j["false_positive_rate"] = healthy ? num(static_cast<double>(healthy_flagged) / healthy) : json(nullptr);
+    std::vector<double> l(leads.begin(), leads.end());
+    j["lead_median_steps"] = num(median(l));
+    j["lead_worst_steps"] = leads.empty() ? json(nullptr) : json(*std::min_element(leads.begin(), leads.end()));
+    j["lead_median_fraction"] = num(median(fractions));
+    j["lead_worst_fraction"] =
+        fractions.empty() ? json(nullptr) : num(*std::min_element(fractions.begin(), fractions.end()));
+    return j;
+  }
+};
+
+std::string pct(const json& x) { return x.is_null() ? "-" : fmt::format("{:.0f}%", 100 * x.get<double>()); }
+std::string steps(const json& x) { return x.is_null() ? "-" : fmt::format("{:g}", x.get<double>()); }
+
+}  // namespace
+
+double gap_band(const std::vector<CorpusRun>& runs, const std::string& model) {
+  std::vector<double> finals;
+  for (const auto& r : runs)
+    if (r.reference && r.model == model && std::isfinite(r.final_loss)) finals.push_back(r.final_loss);
+  if (finals.size() < 2) return NAN;
+  double mean = 0;
+  for (double x : finals) mean += x;
+  mean /= static_cast<double>(finals.size());
+  double var = 0;
+  for (double x : finals) var += (x - mean) * (x - mean);
+  var /= static_cast<double>(finals.size() - 1);
+  return 3.0 * std::sqrt(var) / std::fabs(mean);
+}
+
+std::string verdict(const CorpusRun& r, double band) {
+  if (r.reference) return "reference";
+  if (r.outcome.diverged) return "diverged";
+  if (std::isfinite(band) && std::isfinite(r.reference_final) && std::isfinite(r.final_loss) &&
+      (r.final_loss - r.reference_final) / std::fabs(r.reference_final) > band)
+    return "gap";
+  return "ok";
+}
+
+json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresholds& t,
+                    const std::vector<std::string>& enabled) {
+  Figures all;
+  std::map<std::string, Figures> by_mech, by_det;
+  json misses = json::array(), false_positives = json::array();
+  int n = 0;
+  for (const auto& r : runs) {
+    if (r.reference) continue;
+    ++n;
+    const std::vector<divergence::Flag> flags = divergence::only(r.flags, enabled);
+    all.add(r, flags);
+    by_mech[mechanism_of(r.name)].add(r, flags);
+    for (const auto& d : enabled) by_det[d].add(r, divergence::only(r.flags, {d}));
+    const divergence::Outcome& o = r.outcome;
+    if (o.diverged && (flags.empty() || flags.front().step >= o.divergence_step)) {
+      json m;
+      m["run"] = r.name;
+      m["divergence_step"] = o.divergence_step;
+      m["divergence_reason"] = o.reason;
+      m["first_flag"] = flags.empty() ? json(nullptr) : json(flags.front().describe());
+      m["why"] = flags.empty() ? fmt::format("no detector fired in {} steps", r.series ? r.series->rows() : 0)
+                               : fmt::format("first flag {} step(s) after the divergence step",
+                                             flags.front().step - o.divergence_step);
+      misses.push_back(m);
+    }
+    if (!o.diverged && !flags.empty()) {
+      json f;
+      f["run"] = r.name;
+      f["first_flag"] = flags.front().describe();
+      f["flags"] = flags.size();
+      false_positives.push_back(f);
+    }
+  }
+  json j;
+  j["runs"] = n;
+  j["detectors"] = enabled;
+  j["definition"] = fmt::format(
+      "diverged: a non-finite loss, or the {}-step trailing mean of the loss above {:g} x its own lowest value so far "
+      "for {} steps",
+      t.smooth, t.diverged_factor, t.diverged_patience);
+  j["overall"] = all.to_json();
+  j["by_mechanism"] = json::object();
+  for (const auto& [k, v] : by_mech) j["by_mechanism"][k] = v.to_json();
+  j["by_detector"] = json::object();
+  for (const auto& d : enabled) j["by_detector"][d] = by_det[d].to_json();
+  j["misses"] = misses;
+  j["false_positives"] = false_positives;
+  return j;
+}
+
+std::string corpus_markdown(const json& s) {
+  std::string o;
+  auto out = std::back_inserter(o);
+  fmt::format_to(out, "## Detection on the labelled runs\n\n{} runs; {}.\n\n", s["runs"].get<int>(),
+                 s["definition"].get<std::string>());
+  const auto row = [&](const std::string& name, const json& f) {
+    fmt::format_to(out, "| {} | {}/{} ({}) | {}/{} ({}) | {} | {} | {} | {} |\n", name,
+                   f["flagged_before_divergence"].get<int>(), f["diverged"].get<int>(), pct(f["recall"]),
+                   f["healthy_flagged"].get<int>(), f["healthy"].get<int>(), pct(f["false_positive_rate"]),
+                   steps(f["lead_median_steps"]), steps(f["lead_worst_steps"]), pct(f["lead_median_fraction"]),
+                   pct(f["lead_worst_fraction"]));
+  };
+  const char* head =
+      "| {} | diverged runs flagged before divergence (recall) | healthy runs flagged (rate) | median lead (steps) | "
+      "worst lead (steps) | median lead (fraction of steps to divergence) | worst lead (fraction) |\n"
+      "|---|---|---|---|---|---|---|\n";
+  fmt::format_to(out, fmt::runtime(head), "mechanism");
+  for (auto it = s["by_mechanism"].begin(); it != s["by_mechanism"].end(); ++it) row(it.key(), it.value());
+  row("**all**", s["overall"]);
+  fmt::format_to(out, "\n");
+  fmt::format_to(out, fmt::runtime(head), "detector (alone)");
+  for (auto it = s["by_detector"].begin(); it != s["by_detector"].end(); ++it) row(it.key(), it.value());
+  fmt::format_to(out, "\nMisses (diverged, not flagged before):\n\n");
+  if (s["misses"].empty()) fmt::format_to(out, "- none\n");
+  for (const auto& m : s["misses"])
+    fmt::format_to(out, "- {}: diverged at step {} ({}); {}{}\n", m["run"].get<std::string>(),
+                   m["divergence_step"].get<int64_t>(), m["divergence_reason"].get<std::string>(),
+                   m["why"].get<std::string>(),
+                   m["first_flag"].is_null() ? "" : " (" + m["first_flag"].get<std::string>() + ")");
+  fmt::format_to(out, "\nFalse positives (did not diverge, flagged):\n\n");
+  if (s["false_positives"].empty()) fmt::format_to(out, "- none\n");
+  for (const auto& f : s["false_positives"])
+    fmt::format_to(out, "- {}: {} ({} flag(s))\n", f["run"].get<std::string>(), f["first_flag"].get<std::string>(),
+                   f["flags"].get<size_t>());
+  return o;
+}
+
+}  // namespace lpx::cli
