@@ -536,7 +536,8 @@ void Trainer::run(const std::function<void(const StepMetrics&, const std::option
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
                               int threads) {
   TrainConfig c;
-  c.model.kind = model_kind_by_name(model);
+  if (model.starts_with("gpt-")) apply_gpt_preset(c.model, model);  // a GPT size (model.hpp)
+  else c.model.kind = model_kind_by_name(model);
   if (c.model.kind == ModelKind::gpt) c.model.activation = Activation::gelu;
   c.recipe = recipe;
   c.steps = steps + 1;

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "lpx/numerics/hadamard.hpp"
@@ -160,6 +161,33 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
       lpx::hadamard_row(col, want, 32, s32.data());
       for (int k = 0; k < 32; ++k) REQUIRE(c[static_cast<size_t>((r0 + k) * cols + j)] == want[k]);
     }
+  // Row and column counts that leave a partial group of lanes (hadamard_blocks transforms 8
+  // rows or columns at a time), all four sizes, no signs, values over many binades.
+  for (int n : {16, 32, 64, 128}) {
+    for (const auto& [nr, nc] : {std::pair<int64_t, int64_t>{n * 2, 13}, {11, n}, {n, 3}}) {
+      INFO("n " << n << " rows " << nr << " cols " << nc);
+      std::vector<float> x(static_cast<size_t>(nr * nc));
+      for (size_t i = 0; i < x.size(); ++i)
+        x[i] = std::ldexp(std::sin(0.37f * static_cast<float>(i)), static_cast<int>(i % 41) - 20);
+      const auto sn = lpx::hadamard_signs(n, 5, 7);
+      for (int axis : {0, 1}) {
+        if ((axis == 0 ? nr : nc) % n != 0) continue;
+        for (bool with_signs : {true, false}) {
+          auto got = x;
+          lpx::hadamard_blocks(got.data(), nr, nc, axis, n, with_signs ? std::span<const float>(sn) : std::span<const float>());
+          const int64_t lines = axis == 1 ? nr : nc, len = axis == 1 ? nc : nr;
+          for (int64_t a = 0; a < lines; ++a)
+            for (int64_t b0 = 0; b0 < len; b0 += n) {
+              float in[128], want[128];
+              for (int k = 0; k < n; ++k) in[k] = x[static_cast<size_t>(axis == 1 ? a * nc + b0 + k : (b0 + k) * nc + a)];
+              lpx::hadamard_row(in, want, n, with_signs ? sn.data() : nullptr);
+              for (int k = 0; k < n; ++k)
+                REQUIRE(got[static_cast<size_t>(axis == 1 ? a * nc + b0 + k : (b0 + k) * nc + a)] == want[k]);
+            }
+        }
+      }
+    }
+  }
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 32, s32), std::invalid_argument);  // 48 % 32
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 16, s32), std::invalid_argument);  // signs
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 2, 16, s), std::invalid_argument);

@@ -67,7 +67,7 @@ void run_train_bench(const BenchArgs& a) {
   }
   if (a.steps < 1) throw UsageError("bench --train: --steps must be at least 1");
   if (!a.json)
-    fmt::print("{:<6} {:<16} {:>12} {:>12} {:>10}\n", "model", "recipe", "s/step", "samples/s",
+    fmt::print("{:<10} {:<16} {:>12} {:>12} {:>10}\n", "model", "recipe", "s/step", "samples/s",
                "x fp32");
   std::string json;
   for (const std::string& model : split_commas(a.models)) {
@@ -83,7 +83,7 @@ void run_train_bench(const BenchArgs& a) {
                             json.empty() ? "" : ",\n", model, recipe, r.seconds_per_step,
                             r.samples_per_second, ratio);
       } else {
-        fmt::print("{:<6} {:<16} {:>12.4f} {:>12.1f} {:>10.2f}\n", model, recipe,
+        fmt::print("{:<10} {:<16} {:>12.4f} {:>12.1f} {:>10.2f}\n", model, recipe,
                    r.seconds_per_step, r.samples_per_second, ratio);
         std::fflush(stdout);
       }
@@ -252,7 +252,7 @@ const bool registered = register_command(60, [](CLI::App& app) {
   cmd->add_option("--filter", args->filter, "only paths matching this regex (e.g. 'e2m1')");
   cmd->add_flag("--gpu", args->gpu, "benchmark the CUDA kernels (1 GiB inputs) and GEMMs instead");
   cmd->add_flag("--train", args->train, "time training steps of each recipe against fp32 instead");
-  cmd->add_option("--models", args->models, "with --train: mlp,gpt (default both)");
+  cmd->add_option("--models", args->models, "with --train: mlp,gpt or GPT presets gpt-small,gpt-medium (default mlp,gpt)");
   cmd->add_option("--recipes", args->recipes, "with --train: recipes to time (default: the catalogue)");
   add_int_option(cmd, "--steps", args->steps, 1, kMaxSteps,
                  "with --train: timed steps per recipe (median; default 5, at most 1000)");

@@ -124,8 +124,8 @@ std::shared_ptr<const ImageSet> cached_fashion_mnist(const std::string& dir, boo
 std::shared_ptr<const CharCorpus> cached_char_corpus(const std::string& path);
 
 // Seconds per training step (median of `steps` timed steps after one warm-up) for a model
-// ("mlp" | "gpt", default sizes; gpt with gelu) and a recipe: what `lpx bench --train`
-// reports.
+// ("mlp" | "gpt" at their default sizes, or a GPT preset such as "gpt-small"; gpt with
+// gelu) and a recipe: what `lpx bench --train` reports.
 struct BenchResult {
   std::string model, recipe;
   double seconds_per_step = 0;
