@@ -187,7 +187,9 @@ def test_run_log_opens_in_lpx_report(lpx_bin, tmp_path):
     p = subprocess.run([lpx_bin, "report", str(tmp_path / "runs"), "--format", "md"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "| torch | mxfp8 |" in p.stdout
+    # the report names the layer the recipe kept in high precision: the head, the third linear
+    head = [l.layer_name for l in h.layers][-1]
+    assert f"| torch | mxfp8 (kept high: {head}) |" in p.stdout
 
 
 def test_bad_arguments():

@@ -45,15 +45,16 @@ TEST_CASE("sweep: unknown recipe and bad flags from the command line") {
   CHECK(r.status == 2);
 }
 
-TEST_CASE("sweep: dry run lists the grid with a reference run per seed") {
+TEST_CASE("sweep: dry run lists the grid with a reference run per seed and baseline") {
   TempDir d;
   const auto r = run_lpx("sweep --recipes mxfp8,nvfp4 --seeds 2 --set lr=1e-3,3e-3 --steps 10 --dry-run --out " +
                              (d / "o").string(), d);
   REQUIRE(r.status == 0);
   int lines = 0;
   for (char c : r.out) lines += c == '\n';
-  CHECK(lines == 2 + 2 * 2 * 2);
-  CHECK(r.out.find("ref-fp32-s1 ") != std::string::npos);
+  CHECK(lines == 2 * 2 + 2 * 2 * 2);  // a reference per seed and lr: fp32 at that lr
+  CHECK(r.out.find("ref-fp32-lr0.003-s1 ") != std::string::npos);
+  CHECK(r.out.find("ref-fp32-s1 ") == std::string::npos);
   CHECK(r.out.find("mxfp8-lr0.003-s1 ") != std::string::npos);
   CHECK(r.out.find("--recipe nvfp4") != std::string::npos);
   CHECK(std::filesystem::exists(d / "o" / "sweep.json"));

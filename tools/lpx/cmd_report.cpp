@@ -382,13 +382,16 @@ std::string config_text(const json& swept) {
   return s.empty() ? "-" : s;
 }
 
-// One line per recipe: how many runs diverged or were flagged, the lead times.
+// One line per configuration (a recipe with its swept settings): how many runs diverged or
+// were flagged, the lead times.
 std::vector<std::pair<std::string, std::string>> verdicts(const Report& rep) {
   std::map<std::string, std::vector<const Run*>> by;
   std::vector<std::string> order;
   for (const auto& r : rep.runs) {
-    if (!by.count(r->log.header.recipe)) order.push_back(r->log.header.recipe);
-    by[r->log.header.recipe].push_back(r.get());
+    const std::string key =
+        r->swept.empty() ? r->log.header.recipe : fmt::format("{} ({})", r->log.header.recipe, config_text(r->swept));
+    if (!by.count(key)) order.push_back(key);
+    by[key].push_back(r.get());
   }
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& name : order) {

@@ -13,8 +13,10 @@
 //     "model":     "mlp" | "gpt",               default "mlp"
 //     "steps":     200,                         default 200
 //     "seeds":     3 | [0, 1, 2],               a count (0..N-1) or a list; default 1
-//     "reference": "fp32",                      reference recipe, one run per seed with the
-//                                               fixed keys only; default "fp32"
+//     "reference": "fp32",                      reference recipe, one run per seed and per
+//                                               combination of the grid's other keys (the
+//                                               fixed keys and that combination; the extra
+//                                               "runs" get the fixed keys only); default "fp32"
 //     "grid":      {"recipe": ["mxfp8", "mxfp4-rne"], "lr": [1e-3, 3e-3]},
 //                                               key -> list; the runs are the product
 //     "runs":      [{"name": "lr10", "recipe": "fp32", "lr": 0.01}],
@@ -722,7 +724,8 @@ const bool registered = register_command(91, [](CLI::App& app) {
   cmd->add_option("--model", a->o.model, "mlp | gpt");
   add_int_option(cmd, "--steps", a->o.steps, 1, kMaxSweepSteps, "Training steps per run");
   cmd->add_option("--set", a->o.set, "Grid key: KEY=V1,V2,... (repeatable; lpx train option names)");
-  cmd->add_option("--reference", a->o.reference, "Reference recipe (default fp32), one run per seed");
+  cmd->add_option("--reference", a->o.reference,
+                  "Reference recipe (default fp32): one run per seed and per value of the other grid keys (--set)");
   cmd->add_option("--ablate", a->ablate,
                   "KIND RECIPE: blame study of RECIPE (KIND roles or layers): the recipe, and for each role (or block, "
                   "and the head) the recipe with only it quantized and with all but it (lpx report ranks them)")

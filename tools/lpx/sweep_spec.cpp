@@ -512,11 +512,36 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     }
     return r;
   };
-  for (uint64_t seed : seeds) out.runs.push_back(make(ref_base, json{{"recipe", ref_recipe}}, seed, true));
+  // One reference per seed and distinct baseline: a grid point's keys other than the recipe
+  // (a sweep over lr compares each lr with fp32 at that lr); the extra "runs" compare with
+  // the plain baseline of the fixed keys. A sweep without such keys keeps one reference
+  // per seed, named ref-<reference>-s<seed>.
+  std::vector<json> baselines;
+  auto baseline_of = [](const json& point) {
+    json b = point;
+    b.erase("recipe");
+    return b;
+  };
+  for (const auto& [name, point] : all) {
+    const json b = name.empty() ? baseline_of(point) : json::object();
+    if (std::find(baselines.begin(), baselines.end(), b) == baselines.end()) baselines.push_back(b);
+  }
+  if (mul_sat(seeds.size(), add_sat(per_seed, baselines.size())) > kMaxSweepRuns)
+    fail(origin, fmt::format("{} runs with a reference per seed and baseline; at most {}: split the sweep",
+                             mul_sat(seeds.size(), add_sat(per_seed, baselines.size())), kMaxSweepRuns));
+  std::map<std::pair<size_t, std::string>, std::string> ref_name;  // (seed index, baseline) -> run
+  for (size_t k = 0; k < seeds.size(); ++k)
+    for (const json& b : baselines) {
+      json point = b;
+      point["recipe"] = ref_recipe;
+      SweepRun ref = make(b.empty() ? ref_base : "", point, seeds[k], true);
+      ref_name[{k, b.dump()}] = ref.name;
+      out.runs.push_back(ref);
+    }
   for (const auto& [name, point] : all)
     for (size_t k = 0; k < seeds.size(); ++k) {
       SweepRun r = make(name, point, seeds[k], false);
-      r.reference_run = out.runs[k].name;
+      r.reference_run = ref_name.at({k, (name.empty() ? baseline_of(point) : json::object()).dump()});
       out.runs.push_back(r);
     }
   std::set<std::string> names;

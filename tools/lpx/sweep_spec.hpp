@@ -48,7 +48,7 @@ struct SweepRun {
 struct SweepSpec {
   nlohmann::ordered_json spec;  // as given, with the overrides applied and the name filled in
   std::string name;
-  std::vector<SweepRun> runs;   // the references (one per seed) first
+  std::vector<SweepRun> runs;   // the references (per seed and baseline: the grid's non-recipe keys) first
   std::string out;              // the spec's "out" ("" when it has none)
   int jobs = 0;                 // the spec's "jobs" (0 when it has none)
   nlohmann::ordered_json slurm;  // the spec's "slurm" object, its types checked (null when none)
