@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../tools/cli_runner.hpp"
+#include "lpx/runlog/run_log.hpp"
 
 using namespace lpx_test;
 
@@ -73,6 +74,33 @@ TEST_CASE("train: presets and the precision line") {
   r = run_lpx("train --model gpt --recipe " + std::string(LPX_SOURCE_DIR) + "/tools/sweeps/recipes/nvfp4-counts-2-8.json --steps 1", d);
   REQUIRE(r.status == 0);
   CHECK(r.out.find("precision: WARNING: recipe nvfp4-counts-2-8 quantizes no GEMM of this model") != std::string::npos);
+}
+
+TEST_CASE("nvfp4 on the largest preset: NVFP4 where the recipe quantizes, and the report names the bf16 layers") {
+  TempDir d;
+  std::filesystem::create_directories(d / "runs");
+  const auto t = run_lpx("train --preset gpt-medium --recipe nvfp4 --steps 1 --batch 2 --out " + (d / "runs" / "nvfp4.h5").string(), d);
+  INFO(t.err);
+  REQUIRE(t.status == 0);
+  const auto run = lpx::runlog::read_run((d / "runs" / "nvfp4.h5").string());
+  const auto& q = run.quant;
+  REQUIRE(q.applied.size() == q.layers.size() * q.roles.size());
+  int nvfp4 = 0, bf16 = 0;
+  for (size_t l = 0; l < q.layers.size(); ++l) {
+    const std::string& name = q.layers[l];
+    // 8 blocks: the last (8/62 of the depth) stays bf16, with the head and attention
+    const bool kept = name.rfind("h7.", 0) == 0 || name == "lm_head" || name.ends_with(".attn.bmm");
+    for (size_t k = 0; k < q.roles.size(); ++k) {
+      INFO(name << " " << q.roles[k]);
+      CHECK(q.applied[l * q.roles.size() + k].element == (kept ? "bfloat16" : "float4_e2m1fn"));
+      (kept ? bf16 : nvfp4)++;
+    }
+  }
+  CHECK(nvfp4 == 28 * 6);
+  CHECK(bf16 == 13 * 6);
+  const auto r = run_lpx("report " + (d / "runs").string() + " --format md", d);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("| nvfp4 | nvfp4 (kept high: h7.*, lm_head, attention products) |") != std::string::npos);
 }
 
 TEST_CASE("studies: bad input is one line and a usage error") {
