@@ -29,11 +29,17 @@ fi
 eval "$env_line"
 
 # tiny runs: the fp32 reference and 2 recipes x 2 seeds, a 16-wide MLP, batch 16, 3000 steps
-# (1-2 s of training each), a checkpoint every 10 steps so a cancelled run resumes midway
-cat >"$tmp/spec.json" <<'SPEC'
-{"name": "slurm-test", "steps": 3000, "seeds": 2, "grid": {"recipe": ["bf16", "mxfp8"]},
- "fixed": {"hidden": "16", "batch": 16, "checkpoint_every": 10}}
-SPEC
+# (1-2 s of training each), a checkpoint every 10 steps so a cancelled run resumes midway.
+# The mxfp8 recipe comes from a file whose path holds a space, a quote and $(...): the
+# script must pass it to lpx train as one word and run nothing.
+rdir="$tmp/recipes dir/it's \$(touch $tmp/pwned)"
+mkdir -p "$rdir"
+"$lpx" recipes show mxfp8 >"$rdir/mxfp8.json"
+python3 - "$tmp/spec.json" "$rdir/mxfp8.json" <<'PY'
+import json, sys
+json.dump({"name": "slurm-test", "steps": 3000, "seeds": 2, "grid": {"recipe": ["bf16", sys.argv[2]]},
+           "fixed": {"hidden": "16", "batch": 16, "checkpoint_every": 10}}, open(sys.argv[1], "w"))
+PY
 sweep=(sweep "$tmp/spec.json" --launcher slurm --submit)
 runs=(ref-fp32-s0 ref-fp32-s1 bf16-s0 bf16-s1 mxfp8-s0 mxfp8-s1)
 
@@ -60,6 +66,8 @@ for r in "${runs[@]}"; do
   [ -f "$tmp/a/$r/done" ] || fail "run $r of job $job has no done marker ($(tail -2 "$tmp/a/$r/train.log" 2>/dev/null | tr '\n' ' '))"
   grep -q "^log: $tmp/a/$r/run.h5\$" "$tmp/a/$r/train.log" || fail "run $r: train.log does not end with its log line"
 done
+[ ! -e "$tmp/pwned" ] || fail "a recipe path with \$(...) ran a command in the Slurm script"
+grep -q "with recipe mxfp8 for 3000 steps" "$tmp/a/mxfp8-s0/train.log" || fail "run mxfp8-s0 did not train the recipe file"
 n=$(ls "$tmp/a"/slurm-"$job"_*.out | wc -l)
 [ "$n" = ${#runs[@]} ] || fail "$n Slurm task outputs for ${#runs[@]} runs"
 
