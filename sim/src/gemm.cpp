@@ -4,9 +4,12 @@
 #include <Eigen/Core>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace lpx::sim {
 
@@ -16,14 +19,50 @@ using MapC = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 using Map = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 }  // namespace
 
+namespace {
+// x rounded to nearest-even with mantissa_bits + 1 significant bits, on the bits of the
+// double: drop the low 52 - mantissa_bits mantissa bits after adding half of their weight
+// minus one, plus the lowest kept bit (ties to even). A carry out of the mantissa moves
+// to the next binade, as rounding should; signed zero, Inf and NaN come out unchanged
+// and a finite value past the double range becomes Inf. For a finite normal x this is
+// exactly ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...) (the definition;
+// tests/sim/test_gradcheck.cpp holds the two to each other), with no branch, so the
+// limited-accumulation loop below vectorizes.
+inline double round_bits(double x, int mantissa_bits) {
+  const int drop = 52 - mantissa_bits;
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  const uint64_t half = (uint64_t{1} << (drop - 1)) - 1;
+  b = (b + half + ((b >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
+  double r;
+  std::memcpy(&r, &b, sizeof r);
+  return r;
+}
+}  // namespace
+
+// pt[j] = round_bits(pt[j] + av * brow[j]) for j < n: one product of a row of the limited
+// accumulator. Compiled for AVX-512, AVX2 and the baseline (the build targets the baseline
+// and dispatches at run time, as Highway does for the codec), since the double lanes are
+// what the loop's speed depends on. Every clone does the same IEEE operations per element.
+namespace {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void limited_row_step(float* __restrict pt,
+                                                                                  const float* __restrict brow,
+                                                                                  float av, int64_t n, int mb) {
+  // round_bits with its loop invariants hoisted, written on bit_cast so the loop vectorizes
+  const int drop = 52 - mb;
+  const uint64_t half = (uint64_t{1} << (drop - 1)) - 1, keep = ~((uint64_t{1} << drop) - 1);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float p = av * brow[j];
+    const uint64_t b = std::bit_cast<uint64_t>(static_cast<double>(pt[j]) + static_cast<double>(p));
+    pt[j] = static_cast<float>(std::bit_cast<double>((b + half + ((b >> drop) & 1)) & keep));
+  }
+}
+}  // namespace
+
 float round_to_mantissa(double x, int mantissa_bits) {
   if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
-  int e = 0;
-  const double f = std::frexp(x, &e);  // x = f 2^e, 0.5 <= |f| < 1
-  // keep mantissa_bits + 1 significant bits (RNE: nearbyint in the default rounding mode)
-  const double scaled = std::ldexp(f, mantissa_bits + 1);
-  const double r = std::nearbyint(scaled);
-  return static_cast<float>(std::ldexp(r, e - mantissa_bits - 1));
+  return static_cast<float>(round_bits(x, mantissa_bits));
 }
 
 void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
@@ -66,28 +105,42 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
     }
     return;
   }
-  // Limited accumulation: scalar loop, each C element reduced in increasing k.
+  // Limited accumulation: each C element reduced in increasing k, its partial sum rounded
+  // to mantissa_bits after every product and added into the fp32 total every promote_every
+  // products. op(B) is first copied to a (K, N) row-major array so that the loop runs along
+  // a row of C (every element's own sequence of roundings, in the same order, vectorized).
   const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
-  const int64_t b_sk = tb == Trans::n ? n : 1, b_sj = tb == Trans::n ? 1 : k;
   const int mb = acc.mantissa_bits;
   const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
+  std::vector<float> bt;
+  const float* bk = b;  // (K, N) row-major
+  if (tb == Trans::t) {
+    bt.resize(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t kk = 0; kk < k; ++kk) bt[static_cast<size_t>(kk * n + j)] = b[j * k + kk];
+    bk = bt.data();
+  }
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t ci = 0; ci < chunks; ++ci) {
+    std::vector<float> partial(static_cast<size_t>(n)), total(static_cast<size_t>(n));
     const int64_t r1 = std::min(m, (ci + 1) * kRowChunk);
-    for (int64_t i = ci * kRowChunk; i < r1; ++i)
+    for (int64_t i = ci * kRowChunk; i < r1; ++i) {
+      float* pt = partial.data();
+      float* tt = total.data();
       for (int64_t j = 0; j < n; ++j) {
-        float total = accumulate ? c[i * n + j] : 0.0f;
-        float partial = 0;
-        for (int64_t kk = 0; kk < k; ++kk) {
-          const float p = a[i * a_si + kk * a_sk] * b[kk * b_sk + j * b_sj];
-          partial = round_to_mantissa(static_cast<double>(partial) + p, mb);
-          if ((kk + 1) % every == 0 || kk + 1 == k) {
-            total += partial;
-            partial = 0;
-          }
-        }
-        c[i * n + j] = total;
+        tt[j] = accumulate ? c[i * n + j] : 0.0f;
+        pt[j] = 0.0f;
       }
+      for (int64_t kk = 0; kk < k; ++kk) {
+        limited_row_step(pt, bk + kk * n, a[i * a_si + kk * a_sk], n, mb);
+        if ((kk + 1) % every == 0 || kk + 1 == k)
+          for (int64_t j = 0; j < n; ++j) {
+            tt[j] += pt[j];
+            pt[j] = 0.0f;
+          }
+      }
+      std::copy(tt, tt + n, c + i * n);
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <vector>
 
@@ -182,6 +183,60 @@ TEST_CASE("limited accumulation rounds partial sums and promotes to fp32", "[gem
   CHECK(c == 1.0f + 3969.0f * std::ldexp(1.0f, -12));
   gemm(Trans::n, Trans::t, a.data(), b.data(), &c, 1, 1, k, Accumulation{}, false);
   CHECK(c == 2.0f);
+}
+
+namespace {
+// The definition of the limited accumulator, written the slow way: frexp, nearbyint
+// (round half to even) and ldexp per partial sum, one C element at a time in increasing k.
+float reference_round(double x, int mb) {
+  if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
+  int e = 0;
+  const double f = std::frexp(x, &e);
+  return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(f, mb + 1)), e - mb - 1));
+}
+void reference_limited_gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                            int64_t k, int mb, int64_t every, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float total = accumulate ? c[i * n + j] : 0.0f, partial = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const float av = ta == Trans::n ? a[i * k + kk] : a[kk * m + i];
+        const float bv = tb == Trans::n ? b[kk * n + j] : b[j * k + kk];
+        const float p = av * bv;
+        partial = reference_round(static_cast<double>(partial) + p, mb);
+        if ((kk + 1) % (every > 0 ? every : k) == 0 || kk + 1 == k) total += partial, partial = 0;
+      }
+      c[i * n + j] = total;
+    }
+}
+}  // namespace
+
+TEST_CASE("limited accumulation equals its slow definition bit for bit", "[gemm]") {
+  // signs, magnitudes over many binades, ties: values k/8 and 2^-e
+  std::vector<float> a(200 * 160), b(160 * 90), c0(200 * 90);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::ldexp(std::sin(1.7f * static_cast<float>(i)), static_cast<int>(i % 23) - 11);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::cos(static_cast<float>(i));
+  const int64_t m = 200, n = 90, k = 160;
+  for (int mb : {1, 3, 10, 14, 22})
+    for (int64_t every : {int64_t{0}, int64_t{7}, int64_t{128}})
+      for (Trans ta : {Trans::n, Trans::t})
+        for (Trans tb : {Trans::n, Trans::t})
+          for (bool acc : {false, true}) {
+            INFO("mb " << mb << " every " << every << " ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
+            std::vector<float> got = c0, want = c0;
+            gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, static_cast<int>(every)}, acc);
+            reference_limited_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
+            REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          }
+  // round_to_mantissa itself over random doubles, both signs, down to float subnormals
+  uint64_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double x = std::ldexp(static_cast<double>(state >> 11) / 9007199254740992.0, static_cast<int>(state % 300) - 160) *
+                     ((state >> 7) & 1 ? -1 : 1);
+    for (int mb : {1, 10, 22}) REQUIRE(round_to_mantissa(x, mb) == reference_round(x, mb));
+  }
 }
 
 namespace {
