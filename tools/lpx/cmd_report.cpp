@@ -1,9 +1,11 @@
 // `lpx report DIR [--format html|md|json] [--reference RUN] [--thresholds FILE]`: reads every
 // run log in DIR (a sweep's output: DIR/<run>/run.h5, or loose DIR/*.h5), runs the offline
 // divergence detectors (divergence/) against the reference run of the same seed, and
-// writes DIR/report.html (one self-contained page: the run table, loss curves with the
-// flags marked, per-layer heatmaps of flushed and saturated %, a verdict per recipe), or
-// prints the same as Markdown or the per-run verdicts as a JSON list.
+// writes DIR/report.html (one self-contained page: the run table with the layers each run
+// kept in high precision, loss curves with the flags marked, per-layer heatmaps of flushed
+// and saturated %, a verdict per configuration, seed statistics with 95% intervals and the
+// blame tables of `lpx sweep --ablate`, report_study.hpp), or prints the same as Markdown,
+// or as one JSON object {"runs", "configurations", "blame"} (and "corpus" with --corpus).
 //
 // The page inlines Vega, Vega-Lite and vega-embed from tools/report/node_modules (installed
 // by tools/install-deps.sh with `npm ci`), found from --assets, $LPX_REPORT_ASSETS, or by
