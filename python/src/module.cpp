@@ -25,6 +25,7 @@
 #include <pybind11/stl.h>
 
 #include "lpx/divergence/detectors.hpp"
+#include "lpx/formats/format_registry.hpp"
 #include "lpx/formats/analyze.hpp"
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/cast.hpp"
@@ -721,6 +722,17 @@ PYBIND11_MODULE(_core, m) {
   m.def("canonical_block_spec", [](const std::string& spec) { return lpx::parse_block_format(spec).spec(); });
   m.def("element_bits", [](const std::string& spec) { return int(lpx::parse_block_format(spec).element.bits); });
   m.def("format_bits", [](const std::string& name) { return int(lpx::format_by_name(name).bits); });
+  m.def("register_format", [](const std::string& name, bool is_signed, int exponent_bits, int mantissa_bits,
+                              std::optional<int> bias, const std::string& specials) {
+    lpx::FormatDescriptor d;
+    d.name = name;
+    d.is_signed = is_signed;
+    d.exponent_bits = exponent_bits;
+    d.mantissa_bits = mantissa_bits;
+    d.bias = bias;
+    d.specials = specials;
+    lpx::register_format(lpx::make_described_format(d));
+  });
   m.def("format_info", &format_info);
   m.def("format_table", &format_table);
   m.def("rounding_check", [](const std::string& r) { lpx::rounding_by_name(r); });

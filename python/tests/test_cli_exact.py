@@ -217,3 +217,26 @@ def test_load_reads_the_cli_packed_safetensors(cli, tmp_path):
     (tmp_path / "bad.npy").write_bytes(b"\x93NUMPY garbage")
     with pytest.raises(ValueError, match="bad.npy"):
         lpx.load(tmp_path / "bad.npy")
+
+
+def test_registered_format_matches_cli_format_file(cli, tmp_path):
+    """lpx.register_format takes the descriptor of `lpx --format-file`, and the format it
+    registers casts, decodes and block-quantizes as the CLI's does, byte for byte."""
+    desc = {"name": "py_e3m3_b5", "exponent_bits": 3, "mantissa_bits": 3, "bias": 5, "specials": "fn",
+            "notes": "a test format"}
+    (tmp_path / "fmt.json").write_text(json.dumps(desc))
+    assert lpx.register_format(tmp_path / "fmt.json") == "py_e3m3_b5"
+    x = sample((5, 64), seed=3, scale=8.0)
+    np.save(tmp_path / "x.npy", x)
+    cli("--format-file", "fmt.json", "cast", "--to", "py_e3m3_b5", "--round", "rne", "x.npy", "c.npy")
+    codes = lpx.cast(x, "py_e3m3_b5")
+    assert codes.tobytes() == np.load(tmp_path / "c.npy").tobytes()
+    cli("--format-file", "fmt.json", "decode", "c.npy", "--from", "py_e3m3_b5", "d.npy")
+    assert lpx.decode(codes, "py_e3m3_b5").tobytes() == np.load(tmp_path / "d.npy").tobytes()
+    assert lpx.info("py_e3m3_b5").bits == 7
+    # the same name again, an unknown key, a wrong type, a malformed format: one ValueError each
+    for bad, msg in ((desc, "py_e3m3_b5"), ({**desc, "name": "x2", "colour": 1}, "unknown key 'colour'"),
+                     ({**desc, "name": "x3", "bias": "5"}, "'bias' must be an integer"),
+                     ({**desc, "name": "x4", "exponent_bits": 12}, "x4")):
+        with pytest.raises(ValueError, match=msg):
+            lpx.register_format(bad)
