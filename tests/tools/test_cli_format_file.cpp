@@ -128,3 +128,33 @@ TEST_CASE("make_described_format equals the named descriptor field for field") {
   CHECK(std::string(lpx::format_by_name("lib_e5m2").name) == "lib_e5m2");
   CHECK_THROWS_AS(lpx::register_format(f), std::invalid_argument);  // twice: taken
 }
+
+TEST_CASE("--format-dir registers every descriptor of a folder, and refuses a missing or empty one") {
+  TempDir dir;
+  std::filesystem::create_directories(dir / "reg");
+  write_text(dir / "reg" / "a.json", R"({"name": "reg_e4m3", "exponent_bits": 4, "mantissa_bits": 3, "specials": "fn"})");
+  write_text(dir / "reg" / "b.json", R"({"name": "reg_e2m1", "exponent_bits": 2, "mantissa_bits": 1})");
+  write_text(dir / "reg" / "readme.txt", "not a descriptor");
+  const std::string reg = "--format-dir " + (dir / "reg").string() + " ";
+  // the registered formats are the named ones they describe: the same tables
+  for (const auto& [mine, named] : {std::pair<std::string, std::string>{"reg_e4m3", "e4m3"}, {"reg_e2m1", "e2m1"}}) {
+    const CliResult a = run_lpx(reg + "table " + mine, dir), b = run_lpx("table " + named, dir);
+    REQUIRE(a.status == 0);
+    REQUIRE(b.status == 0);
+    CHECK(a.out == b.out);
+  }
+  std::filesystem::create_directories(dir / "empty");
+  for (const auto& [args, message] : {std::pair<std::string, std::string>{"--format-dir " + (dir / "empty").string(), "no format descriptor"},
+                                      {"--format-dir " + (dir / "nope").string(), "not a folder"}}) {
+    const CliResult r = run_lpx(args + " info e4m3", dir);
+    CHECK(r.status == 2);
+    CHECK(r.err_lines() == 1);
+    CHECK_THAT(r.err, Catch::Contains(message));
+  }
+  // a bad descriptor in the folder names its file
+  write_text(dir / "reg" / "c.json", R"({"name": "reg_bad", "exponent_bits": 12, "mantissa_bits": 3})");
+  const CliResult r = run_lpx(reg + "info e4m3", dir);
+  CHECK(r.status == 2);
+  CHECK(r.err_lines() == 1);
+  CHECK_THAT(r.err, Catch::Contains("c.json"));
+}

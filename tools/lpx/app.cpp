@@ -32,6 +32,9 @@ void build_app(CLI::App& app) {
   app.add_option("--format-file", "Format descriptor JSON (docs/formats.md); repeatable")
       ->each([](const std::string& path) { load_format_file(path); })
       ->type_name("FILE");
+  app.add_option("--format-dir", "A folder of format descriptors: every *.json in it, in name order; repeatable")
+      ->each([](const std::string& dir) { load_format_dir(dir); })
+      ->type_name("DIR");
   auto& commands = registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -91,6 +91,9 @@ namespace lpx::cli {
 // `--format-file F.json` (format_file.cpp): reads a format descriptor and registers its
 // format (docs/formats.md#format-descriptor-files); std::invalid_argument, one line.
 void load_format_file(const std::string& path);
+// `lpx --format-dir DIR`: load_format_file on every *.json directly in DIR, in name order (a
+// registry of a group's formats). std::invalid_argument for a missing or empty folder.
+void load_format_dir(const std::string& dir);
 
 // Whole file (or stdin for "-") as bytes; for small inputs such as code files.
 std::vector<std::byte> read_raw_bytes(const std::string& path);

@@ -1,7 +1,10 @@
 // `lpx --format-file F.json COMMAND ...`: user-defined element formats from descriptor
 // files (docs/formats.md#format-descriptor-files), registered before the command runs so
 // that their names go wherever a format name goes.
+#include <algorithm>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -56,6 +59,21 @@ void load_format_file(const std::string& path) {
   } catch (const std::invalid_argument& e) {
     fail(e.what());
   }
+}
+
+void load_format_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument(fmt::format("--format-dir {}: not a folder", io::printable(dir)));
+  std::vector<fs::path> files;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".json" && it->is_regular_file(ec)) files.push_back(it->path());
+  if (ec) throw std::invalid_argument(fmt::format("--format-dir {}: {}", io::printable(dir), ec.message()));
+  if (files.empty())
+    throw std::invalid_argument(fmt::format("--format-dir {}: no format descriptor (*.json) in the folder", io::printable(dir)));
+  std::sort(files.begin(), files.end());  // name order: the same registry on every machine
+  for (const auto& f : files) load_format_file(f.string());
 }
 
 }  // namespace lpx::cli
