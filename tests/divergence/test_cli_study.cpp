@@ -132,12 +132,27 @@ TEST_CASE("studies: bad input is one line and a usage error") {
     CHECK(r.err.find(want) != std::string::npos);
   }
   // lpx report --intervals over a sweep of one seed
-  auto r = run_lpx("sweep --recipes mxfp8 --steps 3 --set batch=16" + out, d);
+  auto r = run_lpx("sweep --recipes mxfp8 --steps 3 --set batch=16,8" + out, d);
   REQUIRE(r.status == 0);
+  // one reference per swept baseline: each batch size is compared with fp32 at that size
+  {
+    std::ifstream f(d / "o" / "sweep.json");
+    const auto plan = nlohmann::json::parse(f);
+    int refs = 0;
+    for (const auto& run : plan["runs"]) {
+      if (run["reference"]) {
+        ++refs;
+        continue;
+      }
+      for (const auto& ref : plan["runs"])
+        if (ref["name"] == run["reference_run"]) CHECK(ref["set"]["batch"] == run["set"]["batch"]);
+    }
+    CHECK(refs == 2);
+  }
   r = run_lpx("report " + (d / "o").string() + " --format json --intervals", d);
   CHECK(r.status == 2);
   CHECK(r.err_lines() == 1);
-  CHECK(r.err.find("--intervals: mxfp8") != std::string::npos);
+  CHECK(r.err.find("--intervals: mxfp8 (batch=16) has 1 seed") != std::string::npos);
   CHECK(r.err.find("95% intervals need at least 2") != std::string::npos);
   // without --intervals the same report carries "one seed" verdicts
   r = run_lpx("report " + (d / "o").string() + " --format json", d);
