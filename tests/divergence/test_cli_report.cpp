@@ -84,8 +84,9 @@ TEST_CASE("report: verdicts as JSON, text as Markdown") {
   const auto md = run_lpx("report " + sw.string() + " --format md", d);
   REQUIRE(md.status == 0);
   CHECK(md.out.find("| mxfp4-lr0.01-s0 | mxfp4-rne | 0 | lr=0.01 |") != std::string::npos);
-  CHECK(md.out.find("**mxfp4-rne**: DIVERGED in 1/1 runs") != std::string::npos);
-  CHECK(md.out.find("**mxfp8**: healthy in 1/1 runs") != std::string::npos);
+  // verdicts per configuration: the recipe with its swept settings
+  CHECK(md.out.find("**mxfp4-rne (lr=0.01)**: DIVERGED in 1/1 runs") != std::string::npos);
+  CHECK(md.out.find("**mxfp8 (lr=0.001)**: healthy in 1/1 runs") != std::string::npos);
 
   CHECK(run_lpx("report " + sw.string() + " --format pdf", d).status == 2);
   CHECK(run_lpx("report " + sw.string() + " --format json --reference nope", d).status == 2);

@@ -447,7 +447,7 @@ TEST_CASE("sweep: under a fake sbatch that runs every array task, hostile names 
   int done = 0;
   for (const auto& e : fs::directory_iterator(out))
     if (fs::exists(e.path() / "done")) ++done;
-  CHECK(done == 3);  // the reference and both batch sizes
+  CHECK(done == 4);  // both batch sizes and the fp32 reference at each
   // nothing new outside the sweep folder, apart from this test's stdout and stderr files
   for (const auto& e : fs::recursive_directory_iterator(d.path())) {
     const std::string p = e.path().string();

@@ -512,29 +512,36 @@ SweepSpec parse_sweep_spec(std::string_view text, const std::string& origin, con
     }
     return r;
   };
-  // One reference per seed and distinct baseline: a grid point's keys other than the recipe
-  // (a sweep over lr compares each lr with fp32 at that lr); the extra "runs" compare with
-  // the plain baseline of the fixed keys. A sweep without such keys keeps one reference
-  // per seed, named ref-<reference>-s<seed>.
-  std::vector<json> baselines;
+  // One reference per seed and distinct baseline: a grid point's keys that change what is
+  // trained, other than the recipe (a sweep over lr compares each lr with fp32 at that lr;
+  // threads and the eval, checkpoint and statistics intervals change no result). The
+  // reference also takes the first such point's other keys (its threads, say). The extra
+  // "runs" compare with the baseline of the fixed keys. With one baseline the reference
+  // keeps its plain name, ref-<reference>-s<seed>.
   auto baseline_of = [](const json& point) {
     json b = point;
-    b.erase("recipe");
+    for (const char* k : {"recipe", "threads", "eval_every", "checkpoint_every", "stats_every"}) b.erase(k);
     return b;
   };
+  std::vector<std::pair<json, json>> baselines;  // (baseline, the reference's point)
   for (const auto& [name, point] : all) {
     const json b = name.empty() ? baseline_of(point) : json::object();
-    if (std::find(baselines.begin(), baselines.end(), b) == baselines.end()) baselines.push_back(b);
+    const bool seen = std::any_of(baselines.begin(), baselines.end(), [&](const auto& x) { return x.first == b; });
+    if (seen) continue;
+    json ref_point = name.empty() ? point : json::object();
+    ref_point["recipe"] = ref_recipe;
+    baselines.emplace_back(b, ref_point);
   }
   if (mul_sat(seeds.size(), add_sat(per_seed, baselines.size())) > kMaxSweepRuns)
     fail(origin, fmt::format("{} runs with a reference per seed and baseline; at most {}: split the sweep",
                              mul_sat(seeds.size(), add_sat(per_seed, baselines.size())), kMaxSweepRuns));
   std::map<std::pair<size_t, std::string>, std::string> ref_name;  // (seed index, baseline) -> run
   for (size_t k = 0; k < seeds.size(); ++k)
-    for (const json& b : baselines) {
-      json point = b;
-      point["recipe"] = ref_recipe;
-      SweepRun ref = make(b.empty() ? ref_base : "", point, seeds[k], true);
+    for (const auto& [b, ref_point] : baselines) {
+      std::string base = ref_base;
+      if (baselines.size() > 1)
+        for (auto it = b.begin(); it != b.end(); ++it) base += fmt::format("-{}{}", it.key(), value_text(it.value()));
+      SweepRun ref = make(base, ref_point, seeds[k], true);
       ref_name[{k, b.dump()}] = ref.name;
       out.runs.push_back(ref);
     }
