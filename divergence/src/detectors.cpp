@@ -117,6 +117,22 @@ struct Episode {
   }
 };
 
+// The growth detectors' baseline and current value over the first `n` finite values of a
+// probe: current = median of the last `smooth`, baseline = median of the
+// `probe_baseline_rows` just before them (a trailing baseline, so it follows healthy
+// learning: the growth is a rate, not a distance from the run's first steps). The first
+// `probe_baseline_from` values never enter a baseline. False while there are too few values.
+template <class V>
+bool trailing_growth(const V& vals, size_t n, const Thresholds& t, double& base, double& cur) {
+  const auto sm = static_cast<size_t>(t.smooth), rows = static_cast<size_t>(t.probe_baseline_rows);
+  if (n < static_cast<size_t>(t.probe_baseline_from) + rows + sm) return false;
+  const auto b = vals.begin();
+  const auto e = b + static_cast<std::ptrdiff_t>(n);
+  cur = median(e - static_cast<std::ptrdiff_t>(sm), e);
+  base = median(e - static_cast<std::ptrdiff_t>(sm + rows), e - static_cast<std::ptrdiff_t>(sm));
+  return true;
+}
+
 // The update_drift quantity: update_ratio / lr (NaN where it is not a positive number).
 double normalized_update(double update_ratio, double lr) {
   if (!(lr > 0) || !std::isfinite(update_ratio) || !(update_ratio > 0)) return kNaN;
@@ -361,14 +377,9 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
     if (!std::isfinite(x)) return;  // not evaluated: the episode keeps its state
     auto& h = s.probe[det];
     h.push_back(x);
-    const auto from = static_cast<size_t>(t.probe_baseline_from), need = from + static_cast<size_t>(t.probe_baseline_rows);
     bool cond = false;
     double base = kNaN, cur = kNaN;
-    if (h.size() >= std::max(need, static_cast<size_t>(t.smooth))) {
-      base = median(h.begin() + static_cast<std::ptrdiff_t>(from), h.begin() + static_cast<std::ptrdiff_t>(need));
-      cur = median(h.end() - t.smooth, h.end());
-      cond = cur > growth_factor(t, det) * base;
-    }
+    if (trailing_growth(h, h.size(), t, base, cur)) cond = cur > growth_factor(t, det) * base;
     if (s.ep[det].rise(cond)) out.push_back(make_flag(r.step, det, {{"current", cur}, {"baseline", base}, {"ratio", cur / base}}));
   };
   growth_step(r.attn_logit_max, attn_logit);
@@ -585,16 +596,10 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
     for (size_t i : fin) vals.push_back(x[i]);
     std::vector<std::optional<bool>> c(n);
     std::vector<double> base(n, kNaN), cur(n, kNaN);
-    const auto from = static_cast<size_t>(t.probe_baseline_from), need = from + static_cast<size_t>(t.probe_baseline_rows);
-    const size_t first = std::max(need, static_cast<size_t>(t.smooth));
     for (size_t j = 0; j < fin.size() && fin[j] < n; ++j) {
       const size_t i = fin[j];
       c[i] = false;
-      if (j + 1 < first) continue;
-      const auto e = vals.begin() + static_cast<std::ptrdiff_t>(j + 1);
-      base[i] = median(vals.begin() + static_cast<std::ptrdiff_t>(from), vals.begin() + static_cast<std::ptrdiff_t>(need));
-      cur[i] = median(e - t.smooth, e);
-      c[i] = cur[i] > growth_factor(t, det) * base[i];
+      if (trailing_growth(vals, j + 1, t, base[i], cur[i])) c[i] = cur[i] > growth_factor(t, det) * base[i];
     }
     edges(c, run.step, det, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
       return {{"current", cur[i]}, {"baseline", base[i]}, {"ratio", cur[i] / base[i]}};

@@ -31,17 +31,20 @@
 //
 // Early signals of the instability mechanisms (docs/recipes.md#instability-mechanisms),
 // read from /metrics columns that older logs lack (their detectors then stay silent):
-//   attn_logit         the largest attention logit growing by a factor over its early
+//   attn_logit         the largest attention logit growing by a factor over its trailing
 //                      baseline (attention-logit growth, Wortsman et al. 2023, 2309.14322).
-//   output_logit       the largest |output logit| growing by a factor over its baseline
-//                      (output-logit divergence, the same paper).
+//   output_logit       the largest |output logit| growing by a factor over its trailing
+//                      baseline (output-logit divergence, the same paper).
 //   act_outlier        the largest per-channel RMS / RMS of a layer input growing by a
-//                      factor over its baseline (outlier channels, Fishman et al. 2024).
+//                      factor over its trailing baseline (outlier channels, Fishman et al. 2024).
 //   amax_staleness     a delayed-scaling operand whose amax exceeds the amax its scale was
 //                      chosen from by a factor (a stale scale meeting an outlier saturates).
-// "Baseline" is the median of the finite values at positions [probe_baseline_from,
-// probe_baseline_from + probe_baseline_rows) of the run; "current" the median of the last
-// `smooth` finite values.
+// "Current" is the median of the last `smooth` finite values; "baseline" the median of the
+// `probe_baseline_rows` finite values just before them (trailing, so healthy learning, which
+// grows these probes several-fold over a run, moves the baseline with it: the detectors flag
+// a growth RATE, about `factor` within ~probe_baseline_rows / 2 + smooth / 2 steps). The
+// first `probe_baseline_from` values (initialization, the start of warmup) never enter a
+// baseline.
 //
 // A detector raises one flag when its condition becomes true and re-arms when it is false
 // again (an "episode"), so a sustained condition is one flag, not one per step.
@@ -98,9 +101,9 @@ struct Thresholds {
                                // (rounded to FP8 with a tiny epsilon) is no estimate yet
   // update_drift
   double update_drift_factor = 4.0;  // current / baseline of update_ratio / lr
-  // attn_logit, output_logit, act_outlier: growth over the run's early baseline
-  int probe_baseline_from = 8;       // first position of the baseline (skips the first steps)
-  int probe_baseline_rows = 16;      // values in the baseline median
+  // attn_logit, output_logit, act_outlier: growth over a trailing baseline
+  int probe_baseline_from = 8;       // values never in a baseline (skips the first steps)
+  int probe_baseline_rows = 16;      // values in the baseline median, just before the last `smooth`
   double attn_logit_growth = 30.0;   // current / baseline of the largest attention logit
   double output_logit_growth = 3.0;  // current / baseline of the largest |output logit|
   double act_outlier_growth = 2.0;   // current / baseline of the per-channel RMS ratio
