@@ -39,6 +39,13 @@
 //                      factor over its trailing baseline (outlier channels, Fishman et al. 2024).
 //   amax_staleness     a delayed-scaling operand whose amax exceeds the amax its scale was
 //                      chosen from by a factor (a stale scale meeting an outlier saturates).
+//   grad_growth        the gradient norm growing by a factor over its trailing baseline (a
+//                      learning rate past the stable range: the gradients grow as the run
+//                      leaves its basin, before the loss does).
+//   loss_rise          the trailing mean of the loss (`smooth` steps) above a factor of its
+//                      own lowest value so far, for K steps: the ground truth's own signal
+//                      (below) at a lower factor, so a loss that climbs over tens of steps
+//                      is flagged while it climbs. Judged after `min_history` steps.
 // "Current" is the median of the last `smooth` finite values; "baseline" the median of the
 // `probe_baseline_rows` finite values just before them (trailing, so healthy learning, which
 // grows these probes several-fold over a run, moves the baseline with it: the detectors flag
@@ -109,6 +116,11 @@ struct Thresholds {
   double act_outlier_growth = 2.0;   // current / baseline of the per-channel RMS ratio
   // amax_staleness
   double amax_staleness = 50.0;      // current amax / the delayed scale's amax that flags
+  // loss_rise, grad_growth
+  double loss_rise_factor = 1.4;     // trailing-mean loss / its lowest so far that counts
+  int loss_rise_patience = 10;       // consecutive steps above it that flag (> smooth: one
+                                     // spiking step lifts at most `smooth` trailing means)
+  double grad_norm_growth = 3.0;     // current / trailing baseline of the gradient norm
   // Ground truth (judge()).
   double diverged_factor = 1.5;      // smoothed loss / its own lowest smoothed loss so far
   int diverged_patience = 10;        // consecutive steps (or to the end of the run)
