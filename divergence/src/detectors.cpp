@@ -26,12 +26,12 @@ constexpr double kMadToSigma = 1.4826;
 
 enum Det : int {
   nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation,
-  attn_logit, output_logit, act_outlier, amax_staleness, loss_rise, grad_growth, kDetCount
+  attn_logit, output_logit, act_outlier, amax_staleness, loss_rise, grad_growth, update_size, kDetCount
 };
 const char* const kDetNames[kDetCount] = {"nonfinite",    "loss_spike",   "grad_spike",       "reference_gap",
                                           "adam_rms",     "update_drift", "underflow_growth", "saturation",
                                           "attn_logit",   "output_logit", "act_outlier",      "amax_staleness",
-                                          "loss_rise",    "grad_growth"};
+                                          "loss_rise",    "grad_growth",  "update_size"};
 
 // The growth detectors' thresholds, by detector.
 double growth_factor(const Thresholds& t, int det) {
@@ -205,7 +205,7 @@ std::string Flag::describe() const {
   X(smooth) X(gap_rel) X(gap_patience) X(baseline_rows) X(stat_smooth) X(flushed_growth_pp) \
   X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(adam_rms_from) X(update_drift_factor) \
   X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
-  X(act_outlier_growth) X(amax_staleness) X(loss_rise_factor) X(loss_rise_patience) X(grad_norm_growth)    \
+  X(act_outlier_growth) X(amax_staleness) X(loss_rise_factor) X(loss_rise_patience) X(grad_norm_growth) X(update_ratio_max) \
   X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
@@ -366,6 +366,9 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
   // adam_rms (a non-finite value is not evaluated: the episode keeps its state)
   if (std::isfinite(r.adam_rms) && s.ep[adam_rms].rise(s.adam_seen++ >= t.adam_rms_from && r.adam_rms > t.adam_rms))
     out.push_back(make_flag(r.step, adam_rms, {{"rms_g2_over_v", r.adam_rms}}));
+  // update_size (a non-finite ratio is not evaluated)
+  if (std::isfinite(r.update_ratio) && s.ep[update_size].rise(r.update_ratio > t.update_ratio_max))
+    out.push_back(make_flag(r.step, update_size, {{"update_ratio", r.update_ratio}, {"lr", r.lr}}));
   // update_drift
   {
     const double v = normalized_update(r.update_ratio, r.lr);
@@ -556,6 +559,15 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
       if (std::isfinite(run.adam_rms[i])) c[i] = seen++ >= t.adam_rms_from && run.adam_rms[i] > t.adam_rms;
     edges(c, run.step, adam_rms, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
       return {{"rms_g2_over_v", run.adam_rms[i]}};
+    }, out);
+  }
+  // update_size
+  {
+    std::vector<std::optional<bool>> c(n);
+    for (size_t i = 0; i < n; ++i)
+      if (std::isfinite(run.update_ratio[i])) c[i] = run.update_ratio[i] > t.update_ratio_max;
+    edges(c, run.step, update_size, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"update_ratio", run.update_ratio[i]}, {"lr", run.lr[i]}};
     }, out);
   }
   // update_drift

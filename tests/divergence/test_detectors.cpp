@@ -341,6 +341,19 @@ TEST_CASE("grad_growth flags a gradient norm rising fast, not one drifting slowl
   CHECK(x->step < 310);
 }
 
+TEST_CASE("update_size flags a step that moves the weights by a large fraction of their norm, at any step") {
+  const Thresholds t;
+  Series s = healthy(14);
+  CHECK(first_of(both(s, nullptr, t), "update_size") == nullptr);
+  s.update_ratio[0] = 3 * t.update_ratio_max;  // the first step: no history needed
+  s.update_ratio[1] = 2 * t.update_ratio_max;  // the same episode
+  const auto f = both(s, nullptr, t);
+  const Flag* x = first_of(f, "update_size");
+  REQUIRE(x);
+  CHECK(x->step == 0);
+  CHECK(std::count_if(f.begin(), f.end(), [](const Flag& y) { return y.detector == "update_size"; }) == 1);
+}
+
 TEST_CASE("detector lists: names, 'all', unknown names") {
   CHECK(parse_detector_list("").size() == detector_names().size());
   CHECK(parse_detector_list("all") == detector_names());

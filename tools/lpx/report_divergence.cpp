@@ -113,10 +113,8 @@ std::string instant_reason(const CorpusRun& r, const divergence::Thresholds& t) 
   const divergence::Outcome& o = r.outcome;
   if (!o.diverged) return "";
   const int64_t first = r.series && r.series->rows() ? r.series->step.front() : 0;
-  if (o.divergence_step - first < t.min_history)
-    return fmt::format("diverged at step {}, within the run's first {} steps (min_history): the loss and gradient "
-                       "detectors have no history yet, so no flag can precede it",
-                       o.divergence_step, t.min_history);
+  if (o.divergence_step <= first)
+    return fmt::format("diverged at step {}, the run's first step: no step precedes it", o.divergence_step);
   if (!r.inject.empty() && o.divergence_step == r.inject_step)
     return fmt::format("diverged at step {}, the step the {} outlier is injected: the cause and the blow-up are the "
                        "same step, so no flag can precede it",
@@ -181,10 +179,10 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
   j["detectors"] = enabled;
   j["definition"] = fmt::format(
       "diverged: a non-finite loss, or the {}-step trailing mean of the loss above {:g} x its own lowest value so far "
-      "for {} steps; instant: diverged within the first {} steps or at the step an outlier is injected (no flag can "
+      "for {} steps; instant: diverged at the run's first step or at the step an outlier is injected (no flag can "
       "precede it; recall is over the other diverged runs); gap: not diverged, final loss above the reference's by "
       "more than the reference seeds' noise band; healthy: neither",
-      t.smooth, t.diverged_factor, t.diverged_patience, t.min_history);
+      t.smooth, t.diverged_factor, t.diverged_patience);
   j["overall"] = all.to_json();
   j["by_mechanism"] = json::object();
   for (const auto& [k, v] : by_mech) j["by_mechanism"][k] = v.to_json();

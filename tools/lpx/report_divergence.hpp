@@ -6,12 +6,14 @@
 // Classes of the labelled runs (each non-reference run is in exactly one):
 //   diverged, with an early window  judge() found a divergence step d, and a flag could have
 //                                    come before it: recall and lead times are over these.
-//   instant                          diverged before any detector can warn: d within the first
-//                                    `min_history` steps of the run (the loss and gradient
-//                                    detectors have no history yet), or d is the step an
-//                                    outlier is injected (the cause and the blow-up are one
-//                                    step). Listed with d and the reason, never counted as a
-//                                    catch; recall over all diverged runs is reported too.
+//   instant                          diverged before any detector can warn: d is the run's
+//                                    first step (nothing precedes it), or the step an outlier
+//                                    is injected (the cause and the blow-up are one step).
+//                                    A divergence in the first `min_history` steps is NOT
+//                                    instant: update_size, adam_rms and amax_staleness need
+//                                    little or no history. Listed with d and the reason,
+//                                    never counted as a catch; recall over all diverged runs
+//                                    is reported too.
 //   gap                              not diverged, but ends worse than its reference by more
 //                                    than the noise band (below): flags on these are listed
 //                                    apart, and also counted in the not-diverged flag rate.

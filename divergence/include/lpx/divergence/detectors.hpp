@@ -42,6 +42,10 @@
 //   grad_growth        the gradient norm growing by a factor over its trailing baseline (a
 //                      learning rate past the stable range: the gradients grow as the run
 //                      leaves its basin, before the loss does).
+//   update_size        one optimizer step moving the weights by more than a fraction of their
+//                      norm, ||dw|| / ||w|| above a bound (Wortsman et al. 2023,
+//                      2309.14322, track this ratio): needs no history, so it can warn at a
+//                      run's first step, before a learning rate far too high blows the loss up.
 //   loss_rise          the trailing mean of the loss (`smooth` steps) above a factor of its
 //                      own lowest value so far, for K steps: the ground truth's own signal
 //                      (below) at a lower factor, so a loss that climbs over tens of steps
@@ -121,6 +125,8 @@ struct Thresholds {
   int loss_rise_patience = 10;       // consecutive steps above it that flag (> smooth: one
                                      // spiking step lifts at most `smooth` trailing means)
   double grad_norm_growth = 3.0;     // current / trailing baseline of the gradient norm
+  // update_size
+  double update_ratio_max = 0.3;     // ||dw|| / ||w|| of one step that flags
   // Ground truth (judge()).
   double diverged_factor = 1.5;      // smoothed loss / its own lowest smoothed loss so far
   int diverged_patience = 10;        // consecutive steps (or to the end of the run)
