@@ -333,7 +333,7 @@ TEST_CASE("grad_growth flags a gradient norm rising fast, not one drifting slowl
   Series slow = s;
   for (size_t i = 0; i < slow.rows(); ++i) slow.grad_norm[i] *= std::pow(4.0, static_cast<double>(i) / static_cast<double>(slow.rows()));
   CHECK(first_of(both(slow, nullptr, t), "grad_growth") == nullptr);
-  for (size_t i = 280; i < s.rows(); ++i) s.grad_norm[i] *= std::pow(1.15, static_cast<double>(std::min<size_t>(i - 280, 30)));
+  for (size_t i = 280; i < s.rows(); ++i) s.grad_norm[i] *= std::pow(1.3, static_cast<double>(std::min<size_t>(i - 280, 25)));
   const auto f = both(s, nullptr, t);
   const Flag* x = first_of(f, "grad_growth");
   REQUIRE(x);
