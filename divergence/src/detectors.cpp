@@ -26,15 +26,19 @@ constexpr double kMadToSigma = 1.4826;
 
 enum Det : int {
   nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation,
-  attn_logit, output_logit, act_outlier, amax_staleness, kDetCount
+  attn_logit, output_logit, act_outlier, amax_staleness, loss_rise, grad_growth, update_size, kDetCount
 };
 const char* const kDetNames[kDetCount] = {"nonfinite",    "loss_spike",   "grad_spike",       "reference_gap",
                                           "adam_rms",     "update_drift", "underflow_growth", "saturation",
-                                          "attn_logit",   "output_logit", "act_outlier",      "amax_staleness"};
+                                          "attn_logit",   "output_logit", "act_outlier",      "amax_staleness",
+                                          "loss_rise",    "grad_growth",  "update_size"};
 
 // The growth detectors' thresholds, by detector.
 double growth_factor(const Thresholds& t, int det) {
-  return det == attn_logit ? t.attn_logit_growth : det == output_logit ? t.output_logit_growth : t.act_outlier_growth;
+  return det == attn_logit     ? t.attn_logit_growth
+         : det == output_logit ? t.output_logit_growth
+         : det == grad_growth  ? t.grad_norm_growth
+                               : t.act_outlier_growth;
 }
 
 // Median of values [first, last) (copied; even counts average the two middle values).
@@ -91,6 +95,7 @@ void check(const Thresholds& t) {
   positive(t.stat_smooth, "stat_smooth");
   positive(t.diverged_patience, "diverged_patience");
   positive(t.probe_baseline_rows, "probe_baseline_rows");
+  positive(t.loss_rise_patience, "loss_rise_patience");
   if (t.adam_rms_from < 0)
     throw std::invalid_argument(fmt::format("thresholds: adam_rms_from must be >= 0 (got {})", t.adam_rms_from));
   if (t.probe_baseline_from < 0)
@@ -116,6 +121,22 @@ struct Episode {
     return fire;
   }
 };
+
+// The growth detectors' baseline and current value over the first `n` finite values of a
+// probe: current = median of the last `smooth`, baseline = median of the
+// `probe_baseline_rows` just before them (a trailing baseline, so it follows healthy
+// learning: the growth is a rate, not a distance from the run's first steps). The first
+// `probe_baseline_from` values never enter a baseline. False while there are too few values.
+template <class V>
+bool trailing_growth(const V& vals, size_t n, const Thresholds& t, double& base, double& cur) {
+  const auto sm = static_cast<size_t>(t.smooth), rows = static_cast<size_t>(t.probe_baseline_rows);
+  if (n < static_cast<size_t>(t.probe_baseline_from) + rows + sm) return false;
+  const auto b = vals.begin();
+  const auto e = b + static_cast<std::ptrdiff_t>(n);
+  cur = median(e - static_cast<std::ptrdiff_t>(sm), e);
+  base = median(e - static_cast<std::ptrdiff_t>(sm + rows), e - static_cast<std::ptrdiff_t>(sm));
+  return true;
+}
 
 // The update_drift quantity: update_ratio / lr (NaN where it is not a positive number).
 double normalized_update(double update_ratio, double lr) {
@@ -184,7 +205,8 @@ std::string Flag::describe() const {
   X(smooth) X(gap_rel) X(gap_patience) X(baseline_rows) X(stat_smooth) X(flushed_growth_pp) \
   X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(adam_rms_from) X(update_drift_factor) \
   X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
-  X(act_outlier_growth) X(amax_staleness) X(diverged_factor) X(diverged_patience)
+  X(act_outlier_growth) X(amax_staleness) X(loss_rise_factor) X(loss_rise_patience) X(grad_norm_growth) X(update_ratio_max) \
+  X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
   const nlohmann::json j = io::parse_json(text, "thresholds");  // size, depth, duplicate keys
@@ -252,6 +274,11 @@ struct Monitor::State {
   // growth detectors: every finite value so far, by detector
   std::vector<double> probe[kDetCount];
   int64_t adam_seen = 0;  // finite adam_rms values so far
+  // loss_rise: the last `smooth` losses, rows seen, the lowest trailing mean, steps above
+  std::deque<double> rise_win;
+  int64_t rows = 0;
+  double rise_best = kNaN;
+  int rise_count = 0;
 };
 
 Monitor::Monitor(Thresholds t, std::vector<std::string> layers, std::vector<std::string> roles)
@@ -339,6 +366,9 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
   // adam_rms (a non-finite value is not evaluated: the episode keeps its state)
   if (std::isfinite(r.adam_rms) && s.ep[adam_rms].rise(s.adam_seen++ >= t.adam_rms_from && r.adam_rms > t.adam_rms))
     out.push_back(make_flag(r.step, adam_rms, {{"rms_g2_over_v", r.adam_rms}}));
+  // update_size (a non-finite ratio is not evaluated)
+  if (std::isfinite(r.update_ratio) && s.ep[update_size].rise(r.update_ratio > t.update_ratio_max))
+    out.push_back(make_flag(r.step, update_size, {{"update_ratio", r.update_ratio}, {"lr", r.lr}}));
   // update_drift
   {
     const double v = normalized_update(r.update_ratio, r.lr);
@@ -361,19 +391,31 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
     if (!std::isfinite(x)) return;  // not evaluated: the episode keeps its state
     auto& h = s.probe[det];
     h.push_back(x);
-    const auto from = static_cast<size_t>(t.probe_baseline_from), need = from + static_cast<size_t>(t.probe_baseline_rows);
     bool cond = false;
     double base = kNaN, cur = kNaN;
-    if (h.size() >= std::max(need, static_cast<size_t>(t.smooth))) {
-      base = median(h.begin() + static_cast<std::ptrdiff_t>(from), h.begin() + static_cast<std::ptrdiff_t>(need));
-      cur = median(h.end() - t.smooth, h.end());
-      cond = cur > growth_factor(t, det) * base;
-    }
+    if (trailing_growth(h, h.size(), t, base, cur)) cond = cur > growth_factor(t, det) * base;
     if (s.ep[det].rise(cond)) out.push_back(make_flag(r.step, det, {{"current", cur}, {"baseline", base}, {"ratio", cur / base}}));
   };
   growth_step(r.attn_logit_max, attn_logit);
   growth_step(r.output_logit_max, output_logit);
   growth_step(r.act_outlier_ratio, act_outlier);
+  growth_step(r.grad_norm, grad_growth);
+  // loss_rise: the trailing mean of the loss above a factor of its lowest so far
+  {
+    s.rise_win.push_back(r.loss);
+    if (s.rise_win.size() > static_cast<size_t>(t.smooth)) s.rise_win.pop_front();
+    const double lm = trailing_mean(s.rise_win.begin(), s.rise_win.end());
+    const int64_t row = s.rows++;
+    if (std::isfinite(lm)) {  // a non-finite mean is not evaluated (nonfinite flags it)
+      const bool judged = row >= t.min_history && std::isfinite(s.rise_best);
+      s.rise_count = judged && lm > t.loss_rise_factor * s.rise_best ? s.rise_count + 1 : 0;
+      if (s.ep[loss_rise].rise(s.rise_count >= t.loss_rise_patience))
+        out.push_back(make_flag(r.step, loss_rise,
+                                {{"loss_mean", lm}, {"best", s.rise_best}, {"ratio", lm / s.rise_best},
+                                 {"steps_above", s.rise_count}}));
+      s.rise_best = std::isfinite(s.rise_best) ? std::min(s.rise_best, lm) : lm;
+    }
+  }
   if (std::isfinite(r.amax_staleness) && s.ep[amax_staleness].rise(r.amax_staleness > t.amax_staleness))
     out.push_back(make_flag(r.step, amax_staleness, {{"amax_over_scale_amax", r.amax_staleness}}));
   // per-layer statistics: underflow_growth on the gradient operands, saturation on all
@@ -519,6 +561,15 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
       return {{"rms_g2_over_v", run.adam_rms[i]}};
     }, out);
   }
+  // update_size
+  {
+    std::vector<std::optional<bool>> c(n);
+    for (size_t i = 0; i < n; ++i)
+      if (std::isfinite(run.update_ratio[i])) c[i] = run.update_ratio[i] > t.update_ratio_max;
+    edges(c, run.step, update_size, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"update_ratio", run.update_ratio[i]}, {"lr", run.lr[i]}};
+    }, out);
+  }
   // update_drift
   {
     std::vector<double> v(n);
@@ -585,16 +636,10 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
     for (size_t i : fin) vals.push_back(x[i]);
     std::vector<std::optional<bool>> c(n);
     std::vector<double> base(n, kNaN), cur(n, kNaN);
-    const auto from = static_cast<size_t>(t.probe_baseline_from), need = from + static_cast<size_t>(t.probe_baseline_rows);
-    const size_t first = std::max(need, static_cast<size_t>(t.smooth));
     for (size_t j = 0; j < fin.size() && fin[j] < n; ++j) {
       const size_t i = fin[j];
       c[i] = false;
-      if (j + 1 < first) continue;
-      const auto e = vals.begin() + static_cast<std::ptrdiff_t>(j + 1);
-      base[i] = median(vals.begin() + static_cast<std::ptrdiff_t>(from), vals.begin() + static_cast<std::ptrdiff_t>(need));
-      cur[i] = median(e - t.smooth, e);
-      c[i] = cur[i] > growth_factor(t, det) * base[i];
+      if (trailing_growth(vals, j + 1, t, base[i], cur[i])) c[i] = cur[i] > growth_factor(t, det) * base[i];
     }
     edges(c, run.step, det, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
       return {{"current", cur[i]}, {"baseline", base[i]}, {"ratio", cur[i] / base[i]}};
@@ -603,6 +648,29 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   growth(run.attn_logit_max, attn_logit);
   growth(run.output_logit_max, output_logit);
   growth(run.act_outlier_ratio, act_outlier);
+  growth(run.grad_norm, grad_growth);
+  // loss_rise
+  {
+    std::vector<std::optional<bool>> c(n);
+    std::vector<double> lm(n, kNaN), best(n, kNaN);
+    std::vector<int> count(n);
+    double b = kNaN;
+    int k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const size_t lo = i + 1 > static_cast<size_t>(t.smooth) ? i + 1 - static_cast<size_t>(t.smooth) : 0;
+      lm[i] = trailing_mean(run.loss.begin() + static_cast<std::ptrdiff_t>(lo), run.loss.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      if (!std::isfinite(lm[i])) continue;
+      const bool judged = i >= static_cast<size_t>(t.min_history) && std::isfinite(b);
+      k = judged && lm[i] > t.loss_rise_factor * b ? k + 1 : 0;
+      count[i] = k;
+      best[i] = b;
+      c[i] = k >= t.loss_rise_patience;
+      b = std::isfinite(b) ? std::min(b, lm[i]) : lm[i];
+    }
+    edges(c, run.step, loss_rise, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+      return {{"loss_mean", lm[i]}, {"best", best[i]}, {"ratio", lm[i] / best[i]}, {"steps_above", count[i]}};
+    }, out);
+  }
   if (!run.amax_staleness.empty()) {
     std::vector<std::optional<bool>> c(n);
     for (size_t i = 0; i < n && i < run.amax_staleness.size(); ++i)

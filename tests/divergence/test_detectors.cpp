@@ -275,12 +275,15 @@ TEST_CASE("the mechanism detectors: silent on healthy probes and on logs without
   for (const char* det : {"attn_logit", "output_logit", "act_outlier", "amax_staleness"}) {
     Series g = s;
     const std::string d = det;
+    // a jump past the frozen default factor (the trailing baseline follows slow growth, so
+    // the step is what fires, once: the baseline catches up and the episode ends)
+    const Thresholds t;
     for (size_t i = 300; i < g.rows(); ++i) {
-      if (d == "attn_logit" && std::isfinite(g.attn_logit_max[i])) g.attn_logit_max[i] *= 40;
-      if (d == "output_logit") g.output_logit_max[i] *= 4;
-      if (d == "act_outlier") g.act_outlier_ratio[i] *= 4;
+      if (d == "attn_logit" && std::isfinite(g.attn_logit_max[i])) g.attn_logit_max[i] *= 2 * t.attn_logit_growth;
+      if (d == "output_logit") g.output_logit_max[i] *= 2 * t.output_logit_growth;
+      if (d == "act_outlier") g.act_outlier_ratio[i] *= 2 * t.act_outlier_growth;
     }
-    if (d == "amax_staleness") g.amax_staleness[300] = 80;  // above the default 50
+    if (d == "amax_staleness") g.amax_staleness[300] = 2 * t.amax_staleness;
     const auto f = both(g);
     INFO(det << "\n" << dump(f));
     REQUIRE(f.size() == 1);
@@ -288,6 +291,67 @@ TEST_CASE("the mechanism detectors: silent on healthy probes and on logs without
     CHECK(f[0].step >= 300);
     CHECK(f[0].step < 300 + 8);
   }
+}
+
+TEST_CASE("the growth detectors follow healthy growth: a probe growing steadily is not a flag, a fast rise is") {
+  const Thresholds t;
+  Series s = healthy(3);
+  add_probes(s, 91);
+  // healthy learning: the largest |output logit| grows ~10x over the run, slowly
+  const double n = static_cast<double>(s.rows());
+  Series slow = s;
+  for (size_t i = 0; i < slow.rows(); ++i) slow.output_logit_max[i] *= std::pow(10.0, static_cast<double>(i) / n);
+  CHECK(both(slow).empty());
+  // the same growth within a few steps is flagged
+  Series fast = s;
+  for (size_t i = 200; i < fast.rows(); ++i) fast.output_logit_max[i] *= 1.5 * t.output_logit_growth;
+  const auto f = both(fast);
+  REQUIRE(f.size() == 1);
+  CHECK(f[0].detector == "output_logit");
+}
+
+TEST_CASE("loss_rise flags a loss climbing over tens of steps before judge() calls it diverged; one spike is not a rise") {
+  const Thresholds t;
+  Series s = healthy(12);
+  // from step 250 the loss climbs 0.5% per step over what it was
+  for (size_t i = 250; i < s.rows(); ++i) s.loss[i] *= std::pow(1.005, static_cast<double>(i - 250));
+  const auto f = both(s, nullptr, t);
+  const Flag* x = first_of(f, "loss_rise");
+  REQUIRE(x);
+  const auto o = judge(s, nullptr, t, f);
+  REQUIRE(o.diverged);
+  CHECK(x->step < o.divergence_step);
+  // a single spike lifts at most `smooth` trailing means: fewer than loss_rise_patience
+  Series spike = healthy(12);
+  spike.loss[300] *= 20;
+  CHECK(first_of(both(spike, nullptr, t), "loss_rise") == nullptr);
+}
+
+TEST_CASE("grad_growth flags a gradient norm rising fast, not one drifting slowly") {
+  const Thresholds t;
+  Series s = healthy(13);
+  Series slow = s;
+  for (size_t i = 0; i < slow.rows(); ++i) slow.grad_norm[i] *= std::pow(4.0, static_cast<double>(i) / static_cast<double>(slow.rows()));
+  CHECK(first_of(both(slow, nullptr, t), "grad_growth") == nullptr);
+  for (size_t i = 280; i < s.rows(); ++i) s.grad_norm[i] *= std::pow(1.3, static_cast<double>(std::min<size_t>(i - 280, 25)));
+  const auto f = both(s, nullptr, t);
+  const Flag* x = first_of(f, "grad_growth");
+  REQUIRE(x);
+  CHECK(x->step > 280);
+  CHECK(x->step < 310);
+}
+
+TEST_CASE("update_size flags a step that moves the weights by a large fraction of their norm, at any step") {
+  const Thresholds t;
+  Series s = healthy(14);
+  CHECK(first_of(both(s, nullptr, t), "update_size") == nullptr);
+  s.update_ratio[0] = 3 * t.update_ratio_max;  // the first step: no history needed
+  s.update_ratio[1] = 2 * t.update_ratio_max;  // the same episode
+  const auto f = both(s, nullptr, t);
+  const Flag* x = first_of(f, "update_size");
+  REQUIRE(x);
+  CHECK(x->step == 0);
+  CHECK(std::count_if(f.begin(), f.end(), [](const Flag& y) { return y.detector == "update_size"; }) == 1);
 }
 
 TEST_CASE("detector lists: names, 'all', unknown names") {

@@ -919,6 +919,13 @@ std::vector<CorpusRun> corpus_runs(const Report& rep) {
     c.reference_final = r->ref ? tail_mean(r->ref->series.loss, rep.thresholds.smooth) : NAN;
     c.flags = r->flags;
     c.outcome = r->outcome;
+    // the injected outlier's step, for the "instant" class (report_divergence.hpp)
+    const json cfg = json::parse(r->log.header.config_json, nullptr, /*allow_exceptions=*/false);
+    if (cfg.is_object() && cfg.contains("inject") && cfg["inject"].is_string() && cfg.contains("inject_step") &&
+        cfg["inject_step"].is_number_integer()) {
+      c.inject = cfg["inject"].get<std::string>();
+      c.inject_step = cfg["inject_step"].get<int64_t>();
+    }
     out.push_back(std::move(c));
   }
   return out;

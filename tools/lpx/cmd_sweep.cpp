@@ -29,8 +29,11 @@
 //                                               defaults for --slurm-* / --sbatch-arg (README
 //                                               "Sweeps on Slurm"); checked for any launcher
 //   }
-// Run keys are `lpx train` options: recipe lr batch steps eval_every checkpoint_every
-// stats_every weight_decay hidden activation preset layers channels heads context threads data.
+// Run keys are `lpx train` options: recipe model lr warmup batch steps eval_every
+// checkpoint_every stats_every weight_decay hidden activation preset layers channels heads
+// context threads data, and the instability mechanisms (docs/recipes.md#instability-mechanisms):
+// qk_norm z_loss adam_eps master_weights optimizer_state inject inject_step inject_layer
+// inject_channel inject_magnitude.
 // The spec is parsed and checked by parse_sweep_spec (sweep_spec.hpp): every value is
 // range-checked as `lpx train` checks it, and a bad one is a usage error, never a default.
 //

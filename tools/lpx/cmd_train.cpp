@@ -67,6 +67,7 @@ struct TrainArgs {
   float z_loss = 0, adam_eps = 0, inject_magnitude = 0;
   std::string master_weights, optimizer_state, inject, inject_layer;
   int64_t inject_step = -1, inject_channel = 0;
+  int64_t warmup = -1;  // -1: the trainer's default, min(100, steps / 10)
   uint64_t seed = 0;
   float lr = 0, weight_decay = 0;
   int batch = 0, threads = 0, layers = 0, channels = 0, heads = 0, context = 0;
@@ -101,6 +102,7 @@ void run_train(const TrainArgs& a) {
     c.steps = a.steps;
     c.seed = a.seed;
     c.lr = a.lr > 0 ? a.lr : (gpt ? 3e-3f : 1e-3f);
+    if (a.warmup >= 0) c.warmup = a.warmup;
     c.batch = a.batch;
     c.threads = a.threads;
     c.data = a.data;
@@ -287,6 +289,8 @@ const bool registered = register_command(90, [](CLI::App& app) {
   cmd->add_option("--out", a->out, "HDF5 log and checkpoints (run.h5)");
   cmd->add_option("--lr", a->lr, "Peak learning rate (default 1e-3 mlp, 3e-3 gpt); warmup then cosine")
       ->check(kFinitePositive);
+  cmd->add_option("--warmup", a->warmup, "Linear warmup steps before the cosine decay (default min(100, steps / 10))")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--batch", a->batch, "Batch size (default 128 mlp, 16 gpt)")->check(CLI::Range(1, 1 << 16));
   add_threads_option(cmd, a->threads, "OpenMP threads (0: OpenMP's default; results do not depend on it)");
   cmd->add_option("--device", a->device,

@@ -20,20 +20,28 @@ std::string mechanism_of(const std::string& name) { return name.substr(0, name.f
 
 // One set of runs judged with one set of detectors.
 struct Figures {
-  int diverged = 0, caught = 0, healthy = 0, healthy_flagged = 0;
+  int diverged = 0, instant = 0, caught = 0, healthy = 0, healthy_flagged = 0, gap = 0, gap_flagged = 0;
   std::vector<int64_t> leads;
   std::vector<double> fractions;
 
-  void add(const CorpusRun& r, const std::vector<divergence::Flag>& flags) {
+  // `kind`: "instant", "diverged" (with an early window), "gap" or "ok".
+  void add(const CorpusRun& r, const std::string& kind, const std::vector<divergence::Flag>& flags) {
     const divergence::Outcome& o = r.outcome;
-    if (o.diverged) {
+    if (kind == "instant") {
+      ++diverged;
+      ++instant;
+    } else if (kind == "diverged") {
       ++diverged;
       if (!flags.empty() && flags.front().step < o.divergence_step) {
         ++caught;
         const int64_t lead = o.divergence_step - flags.front().step;
+        const int64_t first = r.series && r.series->rows() ? r.series->step.front() : 0;
         leads.push_back(lead);
-        fractions.push_back(static_cast<double>(lead) / static_cast<double>(std::max<int64_t>(1, o.divergence_step)));
+        fractions.push_back(static_cast<double>(lead) / static_cast<double>(std::max<int64_t>(1, o.divergence_step - first)));
       }
+    } else if (kind == "gap") {
+      ++gap;
+      gap_flagged += !flags.empty();
     } else {
       ++healthy;
       healthy_flagged += !flags.empty();
@@ -49,12 +57,20 @@ struct Figures {
 
   json to_json() const {
     json j;
+    const int window = diverged - instant;
     j["diverged"] = diverged;
+    j["instant"] = instant;
+    j["diverged_with_window"] = window;
     j["flagged_before_divergence"] = caught;
-    j["recall"] = diverged ? num(static_cast<double>(caught) / diverged) : json(nullptr);
+    j["recall"] = window ? num(static_cast<double>(caught) / window) : json(nullptr);
+    j["recall_all_diverged"] = diverged ? num(static_cast<double>(caught) / diverged) : json(nullptr);
     j["healthy"] = healthy;
     j["healthy_flagged"] = healthy_flagged;
     j["false_positive_rate"] = healthy ? num(static_cast<double>(healthy_flagged) / healthy) : json(nullptr);
+    j["gap"] = gap;
+    j["gap_flagged"] = gap_flagged;
+    j["not_diverged_flag_rate"] =
+        healthy + gap ? num(static_cast<double>(healthy_flagged + gap_flagged) / (healthy + gap)) : json(nullptr);
     std::vector<double> l(leads.begin(), leads.end());
     j["lead_median_steps"] = num(median(l));
     j["lead_worst_steps"] = leads.empty() ? json(nullptr) : json(*std::min_element(leads.begin(), leads.end()));
@@ -93,21 +109,48 @@ std::string verdict(const CorpusRun& r, double band) {
   return "ok";
 }
 
+std::string instant_reason(const CorpusRun& r, const divergence::Thresholds& t) {
+  const divergence::Outcome& o = r.outcome;
+  if (!o.diverged) return "";
+  const int64_t first = r.series && r.series->rows() ? r.series->step.front() : 0;
+  if (o.divergence_step <= first)
+    return fmt::format("diverged at step {}, the run's first step: no step precedes it", o.divergence_step);
+  if (!r.inject.empty() && o.divergence_step == r.inject_step)
+    return fmt::format("diverged at step {}, the step the {} outlier is injected: the cause and the blow-up are the "
+                       "same step, so no flag can precede it",
+                       o.divergence_step, r.inject);
+  return "";
+}
+
 json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresholds& t,
                     const std::vector<std::string>& enabled) {
   Figures all;
   std::map<std::string, Figures> by_mech, by_det;
-  json misses = json::array(), false_positives = json::array();
+  json misses = json::array(), false_positives = json::array(), instant = json::array(), gap_flagged = json::array();
+  std::map<std::string, double> bands;
   int n = 0;
   for (const auto& r : runs) {
     if (r.reference) continue;
     ++n;
+    if (!bands.count(r.model)) bands[r.model] = gap_band(runs, r.model);
     const std::vector<divergence::Flag> flags = divergence::only(r.flags, enabled);
-    all.add(r, flags);
-    by_mech[mechanism_of(r.name)].add(r, flags);
-    for (const auto& d : enabled) by_det[d].add(r, divergence::only(r.flags, {d}));
+    const std::string why_instant = instant_reason(r, t);
+    const std::string v = verdict(r, bands[r.model]);
+    const std::string kind = !why_instant.empty() ? "instant" : v == "diverged" ? "diverged" : v == "gap" ? "gap" : "ok";
+    all.add(r, kind, flags);
+    by_mech[mechanism_of(r.name)].add(r, kind, flags);
+    for (const auto& d : enabled) by_det[d].add(r, kind, divergence::only(r.flags, {d}));
     const divergence::Outcome& o = r.outcome;
-    if (o.diverged && (flags.empty() || flags.front().step >= o.divergence_step)) {
+    if (kind == "instant") {
+      json m;
+      m["run"] = r.name;
+      m["divergence_step"] = o.divergence_step;
+      m["divergence_reason"] = o.reason;
+      m["why"] = why_instant;
+      m["first_flag"] = flags.empty() ? json(nullptr) : json(flags.front().describe());
+      instant.push_back(m);
+    }
+    if (kind == "diverged" && (flags.empty() || flags.front().step >= o.divergence_step)) {
       json m;
       m["run"] = r.name;
       m["divergence_step"] = o.divergence_step;
@@ -118,12 +161,17 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
                                              flags.front().step - o.divergence_step);
       misses.push_back(m);
     }
-    if (!o.diverged && !flags.empty()) {
+    if ((kind == "ok" || kind == "gap") && !flags.empty()) {
       json f;
       f["run"] = r.name;
       f["first_flag"] = flags.front().describe();
       f["flags"] = flags.size();
-      false_positives.push_back(f);
+      if (kind == "gap") {
+        f["final_gap"] = num((r.final_loss - r.reference_final) / std::fabs(r.reference_final));
+        gap_flagged.push_back(f);
+      } else {
+        false_positives.push_back(f);
+      }
     }
   }
   json j;
@@ -131,15 +179,19 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
   j["detectors"] = enabled;
   j["definition"] = fmt::format(
       "diverged: a non-finite loss, or the {}-step trailing mean of the loss above {:g} x its own lowest value so far "
-      "for {} steps",
+      "for {} steps; instant: diverged at the run's first step or at the step an outlier is injected (no flag can "
+      "precede it; recall is over the other diverged runs); gap: not diverged, final loss above the reference's by "
+      "more than the reference seeds' noise band; healthy: neither",
       t.smooth, t.diverged_factor, t.diverged_patience);
   j["overall"] = all.to_json();
   j["by_mechanism"] = json::object();
   for (const auto& [k, v] : by_mech) j["by_mechanism"][k] = v.to_json();
   j["by_detector"] = json::object();
   for (const auto& d : enabled) j["by_detector"][d] = by_det[d].to_json();
+  j["instant"] = instant;
   j["misses"] = misses;
   j["false_positives"] = false_positives;
+  j["gap_flagged"] = gap_flagged;
   return j;
 }
 
@@ -149,34 +201,47 @@ std::string corpus_markdown(const json& s) {
   fmt::format_to(out, "## Detection on the labelled runs\n\n{} runs; {}.\n\n", s["runs"].get<int>(),
                  s["definition"].get<std::string>());
   const auto row = [&](const std::string& name, const json& f) {
-    fmt::format_to(out, "| {} | {}/{} ({}) | {}/{} ({}) | {} | {} | {} | {} |\n", name,
-                   f["flagged_before_divergence"].get<int>(), f["diverged"].get<int>(), pct(f["recall"]),
-                   f["healthy_flagged"].get<int>(), f["healthy"].get<int>(), pct(f["false_positive_rate"]),
+    fmt::format_to(out, "| {} | {}/{} ({}) | {} | {}/{} ({}) | {}/{} | {} | {} | {} | {} |\n", name,
+                   f["flagged_before_divergence"].get<int>(), f["diverged_with_window"].get<int>(), pct(f["recall"]),
+                   f["instant"].get<int>(), f["healthy_flagged"].get<int>(), f["healthy"].get<int>(),
+                   pct(f["false_positive_rate"]), f["gap_flagged"].get<int>(), f["gap"].get<int>(),
                    steps(f["lead_median_steps"]), steps(f["lead_worst_steps"]), pct(f["lead_median_fraction"]),
                    pct(f["lead_worst_fraction"]));
   };
   const char* head =
-      "| {} | diverged runs flagged before divergence (recall) | healthy runs flagged (rate) | median lead (steps) | "
-      "worst lead (steps) | median lead (fraction of steps to divergence) | worst lead (fraction) |\n"
-      "|---|---|---|---|---|---|---|\n";
+      "| {} | diverged runs with an early window flagged before divergence (recall) | instant divergences | "
+      "healthy runs flagged (rate) | gap runs flagged | median lead (steps) | worst lead (steps) | median lead "
+      "(fraction of steps to divergence) | worst lead (fraction) |\n"
+      "|---|---|---|---|---|---|---|---|---|\n";
   fmt::format_to(out, fmt::runtime(head), "mechanism");
   for (auto it = s["by_mechanism"].begin(); it != s["by_mechanism"].end(); ++it) row(it.key(), it.value());
   row("**all**", s["overall"]);
   fmt::format_to(out, "\n");
   fmt::format_to(out, fmt::runtime(head), "detector (alone)");
   for (auto it = s["by_detector"].begin(); it != s["by_detector"].end(); ++it) row(it.key(), it.value());
-  fmt::format_to(out, "\nMisses (diverged, not flagged before):\n\n");
+  fmt::format_to(out, "\nInstant divergences (no flag can precede them; not in the recall):\n\n");
+  if (s["instant"].empty()) fmt::format_to(out, "- none\n");
+  for (const auto& m : s["instant"])
+    fmt::format_to(out, "- {}: {} ({}){}\n", m["run"].get<std::string>(), m["why"].get<std::string>(),
+                   m["divergence_reason"].get<std::string>(),
+                   m["first_flag"].is_null() ? "" : "; first flag " + m["first_flag"].get<std::string>());
+  fmt::format_to(out, "\nMisses (diverged with an early window, not flagged before):\n\n");
   if (s["misses"].empty()) fmt::format_to(out, "- none\n");
   for (const auto& m : s["misses"])
     fmt::format_to(out, "- {}: diverged at step {} ({}); {}{}\n", m["run"].get<std::string>(),
                    m["divergence_step"].get<int64_t>(), m["divergence_reason"].get<std::string>(),
                    m["why"].get<std::string>(),
                    m["first_flag"].is_null() ? "" : " (" + m["first_flag"].get<std::string>() + ")");
-  fmt::format_to(out, "\nFalse positives (did not diverge, flagged):\n\n");
+  fmt::format_to(out, "\nFalse positives (healthy: did not diverge, no gap, flagged):\n\n");
   if (s["false_positives"].empty()) fmt::format_to(out, "- none\n");
   for (const auto& f : s["false_positives"])
     fmt::format_to(out, "- {}: {} ({} flag(s))\n", f["run"].get<std::string>(), f["first_flag"].get<std::string>(),
                    f["flags"].get<size_t>());
+  fmt::format_to(out, "\nFlagged gap runs (did not diverge, end worse than the reference beyond the noise band):\n\n");
+  if (s["gap_flagged"].empty()) fmt::format_to(out, "- none\n");
+  for (const auto& f : s["gap_flagged"])
+    fmt::format_to(out, "- {}: final gap {}; {} ({} flag(s))\n", f["run"].get<std::string>(), pct(f["final_gap"]),
+                   f["first_flag"].get<std::string>(), f["flags"].get<size_t>());
   return o;
 }
 

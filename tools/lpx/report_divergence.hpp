@@ -3,6 +3,22 @@
 // detector: recall (diverged runs flagged before they diverge), the rate of healthy runs
 // flagged, and lead times in steps and as a fraction of the steps to divergence.
 //
+// Classes of the labelled runs (each non-reference run is in exactly one):
+//   diverged, with an early window  judge() found a divergence step d, and a flag could have
+//                                    come before it: recall and lead times are over these.
+//   instant                          diverged before any detector can warn: d is the run's
+//                                    first step (nothing precedes it), or the step an outlier
+//                                    is injected (the cause and the blow-up are one step).
+//                                    A divergence in the first `min_history` steps is NOT
+//                                    instant: update_size, adam_rms and amax_staleness need
+//                                    little or no history. Listed with d and the reason,
+//                                    never counted as a catch; recall over all diverged runs
+//                                    is reported too.
+//   gap                              not diverged, but ends worse than its reference by more
+//                                    than the noise band (below): flags on these are listed
+//                                    apart, and also counted in the not-diverged flag rate.
+//   healthy (verdict ok)             the false-positive rate is over these.
+//
 // Labels: a run's mechanism is its name up to the first '-' ("attnlogit-lr0.1-s1" is
 // "attnlogit"); the ground truth is judge() (divergence/detectors.hpp): the run's own
 // history, never the reference. `gap` is a separate verdict: the run did not diverge but
@@ -28,6 +44,8 @@ struct CorpusRun {
   const divergence::Series* series = nullptr;
   std::string reference_run;                // "" when none
   double final_loss = 0, reference_final = 0;  // mean of the last `smooth` steps (NaN: none)
+  int64_t inject_step = -1;                 // the step an outlier is injected (-1: none)
+  std::string inject;                       // "activation" | "weight" | ""
   std::vector<divergence::Flag> flags;      // every detector's
   divergence::Outcome outcome;              // judge() over every detector's flags
 };
@@ -38,6 +56,9 @@ double gap_band(const std::vector<CorpusRun>& runs, const std::string& model);
 
 // "diverged" | "gap" | "ok" | "reference".
 std::string verdict(const CorpusRun& r, double band);
+
+// Why a diverged run has no early window ("" when it has one, or did not diverge).
+std::string instant_reason(const CorpusRun& r, const divergence::Thresholds& t);
 
 // The figures over `runs` (references left out) for the detectors in `enabled`.
 nlohmann::ordered_json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresholds& t,

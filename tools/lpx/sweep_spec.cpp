@@ -77,6 +77,7 @@ const std::map<std::string, KeyRule>& run_keys() {
       {"activation", {Kind::activation}},
       {"data", {Kind::path}},
       {"lr", {Kind::positive}},
+      {"warmup", {Kind::integer, 0, kMaxSweepSteps}},
       {"weight_decay", {Kind::non_negative}},
       {"steps", {Kind::integer, 1, kMaxSweepSteps}},
       {"batch", {Kind::integer, 1, 1 << 16}},

@@ -1,0 +1,101 @@
+// The classes of lpx report --corpus (tools/lpx/report_divergence.hpp): instant divergences
+// (no flag can precede them) are listed apart and left out of the recall; a run that
+// diverges with an early window and is not flagged first is a miss; non-diverged runs are
+// healthy (false-positive rate) or gap.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "report_divergence.hpp"
+
+using namespace lpx::divergence;
+using lpx::cli::CorpusRun;
+
+namespace {
+
+Series steps(int n) {
+  Series s;
+  for (int i = 0; i < n; ++i) s.step.push_back(i);
+  return s;
+}
+
+CorpusRun run(const std::string& name, const Series& s, int64_t diverged_at, int64_t flag_at) {
+  CorpusRun r;
+  r.name = name;
+  r.model = "mlp";
+  r.series = &s;
+  r.final_loss = 1.0;
+  r.reference_final = 1.0;
+  if (diverged_at >= 0) {
+    r.outcome.diverged = true;
+    r.outcome.divergence_step = diverged_at;
+    r.outcome.reason = "loss > 1.5 x its best";
+  }
+  if (flag_at >= 0) r.flags.push_back(Flag{flag_at, "loss_spike", "", "", {}});
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("corpus classes: instant divergences apart, recall over the runs with a window") {
+  const Thresholds t;
+  const Series s = steps(200);
+  std::vector<CorpusRun> runs;
+  runs.push_back(run("lr1000x-a", s, 0, 20));         // instant: the run's first step
+  CorpusRun inj = run("injectweight-a", s, 80, 80);   // instant: the injection step
+  inj.inject = "weight";
+  inj.inject_step = 80;
+  runs.push_back(inj);
+  CorpusRun late = run("injectact-a", s, 83, -1);     // injected at 80, diverged at 83: a window
+  late.inject = "activation";
+  late.inject_step = 80;
+  runs.push_back(late);
+  runs.push_back(run("lrramp-a", s, 100, 60));        // caught, lead 40 (40% of 100 steps)
+  runs.push_back(run("lrramp-b", s, 50, 50));         // a miss: flagged in the divergence step
+  runs.push_back(run("healthy-a", s, -1, -1));
+  runs.push_back(run("healthy-b", s, -1, 150));       // a false positive
+  CHECK(lpx::cli::instant_reason(runs[0], t).find("the run's first step") != std::string::npos);
+  CHECK(lpx::cli::instant_reason(run("lr1000x-b", s, 2, -1), t).empty());  // update_size could warn at 0 or 1
+  CHECK(lpx::cli::instant_reason(runs[1], t).find("weight outlier is injected") != std::string::npos);
+  CHECK(lpx::cli::instant_reason(runs[2], t).empty());
+  const auto j = lpx::cli::corpus_summary(runs, t, detector_names());
+  const auto& o = j["overall"];
+  CHECK(o["diverged"] == 5);
+  CHECK(o["instant"] == 2);
+  CHECK(o["diverged_with_window"] == 3);
+  CHECK(o["flagged_before_divergence"] == 1);
+  CHECK(o["recall"].get<double>() == Approx(1.0 / 3));
+  CHECK(o["recall_all_diverged"].get<double>() == Approx(1.0 / 5));
+  CHECK(o["healthy"] == 2);
+  CHECK(o["healthy_flagged"] == 1);
+  CHECK(o["lead_median_steps"].get<double>() == 40);
+  CHECK(o["lead_median_fraction"].get<double>() == Approx(0.4));
+  CHECK(j["instant"].size() == 2);
+  CHECK(j["misses"].size() == 2);  // injectact-a (no flag) and lrramp-b (flag at the divergence step)
+  CHECK(j["false_positives"].size() == 1);
+  CHECK(j["by_mechanism"]["lr1000x"]["instant"] == 1);
+}
+
+TEST_CASE("corpus classes: with two reference seeds, a run ending worse than the band is gap, not healthy") {
+  const Thresholds t;
+  const Series s = steps(100);
+  std::vector<CorpusRun> runs;
+  for (int k = 0; k < 2; ++k) {
+    CorpusRun ref = run("ref-fp32-s" + std::to_string(k), s, -1, -1);
+    ref.reference = true;
+    ref.final_loss = 1.0 + 0.01 * k;  // band = 3 x std / mean ~ 2.1%
+    runs.push_back(ref);
+  }
+  CorpusRun worse = run("lrhigh-a", s, -1, 40);
+  worse.final_loss = 1.3;
+  runs.push_back(worse);
+  runs.push_back(run("healthy-a", s, -1, -1));
+  const auto j = lpx::cli::corpus_summary(runs, t, detector_names());
+  CHECK(j["overall"]["gap"] == 1);
+  CHECK(j["overall"]["gap_flagged"] == 1);
+  CHECK(j["overall"]["healthy"] == 1);
+  CHECK(j["overall"]["healthy_flagged"] == 0);
+  CHECK(j["overall"]["not_diverged_flag_rate"].get<double>() == Approx(0.5));
+  CHECK(j["gap_flagged"].size() == 1);
+  CHECK(j["false_positives"].empty());
+}
