@@ -86,8 +86,9 @@ namespace lpx::divergence {
 // labelled corpus (tools/sweeps/divergence-corpus-*-tune.json, README "Divergence
 // detection") and then frozen: each is just above what the tuning set's runs that did not
 // diverge reached (the second pass re-set the growth, staleness, spike and new detectors'
-// values on the tuning logs only, the figures in the comments, before measuring held-out). JSON keys are the member names (from_json: unknown
-// keys are errors, missing keys keep the default).
+// values on the tuning logs only, the figures in the comments, before measuring held-out).
+// JSON keys are the member names (from_json: unknown keys are errors, missing keys keep the
+// default).
 struct Thresholds {
   // Spike detectors (loss_spike, grad_spike).
   int window = 32;             // trailing finite values in the median / MAD
