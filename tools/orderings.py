@@ -52,10 +52,16 @@ def main():
     a = ap.parse_args()
     spec = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweeps", "orderings.json")
     # a complete folder is left as it is; anything else is (re)run, resuming finished runs
-    subprocess.run([a.lpx, "sweep", spec, "--out", a.out, "--jobs", str(a.jobs)], check=True,
-                   stdout=sys.stderr)
-    rep = json.loads(subprocess.run([a.lpx, "report", a.out, "--format", "json", "--intervals"], check=True,
-                                    capture_output=True, text=True).stdout)
+    try:
+        subprocess.run([a.lpx, "sweep", spec, "--out", a.out, "--jobs", str(a.jobs)], check=True,
+                       stdout=sys.stderr)
+        rep = json.loads(subprocess.run([a.lpx, "report", a.out, "--format", "json", "--intervals"], check=True,
+                                        capture_output=True, text=True).stdout)
+    except (OSError, subprocess.CalledProcessError) as e:
+        # lpx has already said what went wrong on stderr (for the report: in e.stderr)
+        detail = getattr(e, "stderr", None) or ""
+        print(f"orderings: {detail.strip() or e}", file=sys.stderr)
+        return 1
     gaps = {}  # recipe -> {seed: relative gap to the fp32 run of that seed}
     for r in rep["runs"]:
         if not r["reference"] and r["gap_to_reference"] is not None:

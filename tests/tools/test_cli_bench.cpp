@@ -53,7 +53,8 @@ TEST_CASE("lpx bench --json: one row per path and thread count, ratios consisten
 
 TEST_CASE("lpx bench: bad arguments exit non-zero with one stderr line") {
   TempDir dir;
-  for (const std::string args : {"bench --size 0", "bench --reps 0", "bench --filter '('"}) {
+  for (const std::string args : {"bench --size 0", "bench --reps 0", "bench --filter '('",
+                                 "bench --train --models gpt-huge --recipes fp32", "bench --train --models cnn"}) {
     INFO(args);
     const auto r = run_lpx(args, dir);
     CHECK(r.status != 0);

@@ -66,6 +66,15 @@ void run_train_bench(const BenchArgs& a) {
     recipes = split_commas(a.recipes);
   }
   if (a.steps < 1) throw UsageError("bench --train: --steps must be at least 1");
+  for (const std::string& model : split_commas(a.models)) {  // every name checked before any output
+    sim::ModelConfig m;
+    try {
+      if (model.starts_with("gpt-")) sim::apply_gpt_preset(m, model);
+      else (void)sim::model_kind_by_name(model);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("bench --train: --models: {}", e.what()));
+    }
+  }
   if (!a.json)
     fmt::print("{:<10} {:<16} {:>12} {:>12} {:>10}\n", "model", "recipe", "s/step", "samples/s",
                "x fp32");
