@@ -409,7 +409,8 @@ HWY_INLINE hn::Vec<DF> DecodeVec(VI code, const DecodeConsts& c) {
              hn::Eq(code, hn::Set(di, c.fnuz_nan)));
   const auto is_inf = hn::Eq(mag, hn::Set(di, c.inf_eq));
   const auto sub = hn::Eq(ef, hn::Set(di, c.sub_ef));
-  const VI significand = hn::IfThenElse(sub, mant, hn::Or(mant, hn::Set(di, c.implicit)));
+  const VI significand = hn::IfThenElse(sub, hn::And(mant, hn::Set(di, c.sub_keep)),
+                                        hn::Or(mant, hn::Set(di, c.implicit)));
   const VI e = hn::Sub(hn::IfThenElse(sub, hn::Set(di, 1), ef), hn::Set(di, c.bias_m));
   // pow2f(e): normal bits, or a float32 subnormal 2^(e+149) below 2^-126.
   const VI pow_norm = hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127)));

@@ -73,11 +73,12 @@ inline EncodeConsts make_encode_consts(const ElementFormat& f, const CastOptions
 struct DecodeConsts {
   bool is_integer = false;
   int32_t code_mask = 0, sign_mask = 0, m = 0, mmask = 0, implicit = 0, bias_m = 0;
-  int32_t nan_thr = 0;    // mag > nan_thr && mag != nan_ne is NaN (ieee, fn)
+  int32_t nan_thr = 0;    // mag > nan_thr && mag != nan_ne is NaN (ieee, fn, reserved codes)
   int32_t nan_ne = -1;
   int32_t fnuz_nan = -1;  // fnuz: code == nan_code is NaN
   int32_t inf_eq = -1;    // mag == inf_eq is Inf
   int32_t sub_ef = 0;     // exponent field of subnormals (-1: none, e8m0)
+  int32_t sub_keep = 0;   // mantissa bits a subnormal code keeps (0: no subnormals, +-0)
   int32_t nan_sign_f32 = 0;  // keeps the sign of NaN codes (0 in fnuz, P3109: one unsigned NaN)
   float int_scale = 1.0f;
 };
@@ -93,11 +94,12 @@ inline DecodeConsts make_decode_consts(const ElementFormat& f) {
   c.implicit = 1 << f.mantissa_bits;
   c.bias_m = f.bias + f.mantissa_bits;
   const bool fnuz = f.single_nan();
-  c.nan_thr = f.has_nan() && !fnuz ? static_cast<int32_t>(f.max_magnitude) : INT32_MAX;
+  c.nan_thr = static_cast<int32_t>(f.max_magnitude);  // as decode(): above it, NaN unless Inf
   c.nan_ne = f.has_inf() ? static_cast<int32_t>(f.inf_magnitude) : -1;
   c.fnuz_nan = fnuz ? static_cast<int32_t>(f.nan_code) : -1;
   c.inf_eq = f.has_inf() ? static_cast<int32_t>(f.inf_magnitude) : -1;
   c.sub_ef = f.has_zero ? 0 : -1;
+  c.sub_keep = f.subnormals ? c.mmask : 0;
   c.nan_sign_f32 = fnuz ? 0 : static_cast<int32_t>(kF32SignMask);
   return c;
 }
@@ -161,6 +163,7 @@ inline bool fast_path_ok(const ElementFormat& f, const CastOptions& opt) {
   // no mantissa bits rne's tie-breaking bit is the implicit one, not a stored bit.
   // Unsigned formats only for P3109 (a zero, and only nonzero negatives unrepresentable).
   return mode_ok && specials_ok && !f.is_integer && (f.is_signed || f.is_p3109()) && f.has_zero &&
+         f.subnormals &&
          f.bits <= 16 && f.mantissa_bits >= 1 && f.mantissa_bits <= 22 && f.emin() >= -126 && f.emax() <= 127;
 }
 
@@ -211,11 +214,12 @@ inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& op
 
 // Which inputs the vector loops accept; the rest run the scalar codec.
 // Caller-given random words have no vector loop: they run the scalar codec, still
-// threaded.
+// threaded. So do formats without subnormals (user-defined only): their encode has no
+// vector loop; decode has (DecodeConsts::sub_keep).
 inline bool vectorizable(const ElementFormat& f, const CastOptions& opt) {
   const bool sr_ok = !is_stochastic(opt.round) || (opt.sr_bits >= 1 && opt.sr_bits <= 32);
   const bool mode_ok = !is_stochastic(opt.round) || opt.random_words == nullptr;
-  return sr_ok && mode_ok && f.bias >= -1024 && f.bias <= 1024 && f.bits <= 16;
+  return sr_ok && mode_ok && f.subnormals && f.bias >= -1024 && f.bias <= 1024 && f.bits <= 16;
 }
 
 // The 10 round keys of Philox4x32-10 (key0 and key1 of round r; the vector rounds

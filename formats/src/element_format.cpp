@@ -171,12 +171,12 @@ double min_normal(const ElementFormat& f) {
 
 double min_subnormal(const ElementFormat& f) {
   if (f.is_integer) return std::ldexp(1.0, -f.bias);
-  return static_cast<double>(decode(f.has_zero ? 1u : 0u, f));
+  // Without subnormals the first code above zero is the min normal's, 1 << M.
+  return static_cast<double>(decode(f.has_zero ? (f.subnormals ? 1u : 1u << f.mantissa_bits) : 0u, f));
 }
 
-std::string describe_specials(const ElementFormat& f) {
-  if (f.is_integer) return f.is_signed ? (f.symmetric ? "symmetric two's complement" : "two's complement")
-                                       : "unsigned";
+namespace {
+std::string describe_kind(const ElementFormat& f) {
   switch (f.specials) {
     case Specials::ieee: return "Inf and NaN (IEEE: exponent all ones)";
     case Specials::fn:
@@ -192,10 +192,36 @@ std::string describe_specials(const ElementFormat& f) {
   }
   return "";
 }
+}  // namespace
+
+std::string describe_specials(const ElementFormat& f) {
+  if (f.is_integer) return f.is_signed ? (f.symmetric ? "symmetric two's complement" : "two's complement")
+                                       : "unsigned";
+  std::string s = describe_kind(f);
+  if (f.reserved_top > 0)
+    s += fmt::format("; {} reserved code{} (decode to NaN)", f.reserved_top * (f.is_signed ? 2 : 1),
+                     f.reserved_top * (f.is_signed ? 2 : 1) == 1 ? "" : "s");
+  if (!f.subnormals && f.mantissa_bits > 0) s += "; no subnormals";
+  return s;
+}
 
 }  // namespace lpx
 
 namespace lpx {
+
+namespace {
+template <class Fail>
+Specials specials_by_name(const std::string& name, const Fail& fail) {
+  if (name == "ieee") return Specials::ieee;
+  if (name == "fn") return Specials::fn;
+  if (name == "fnuz") return Specials::fnuz;
+  if (name == "none") return Specials::none;
+  if (name == "p3109e") return Specials::p3109e;
+  if (name == "p3109f") return Specials::p3109f;
+  fail(fmt::format("specials '{}' is not one of ieee, fn, fnuz, none, p3109e, p3109f", name));
+  return Specials::none;
+}
+}  // namespace
 
 ElementFormat make_described_format(const FormatDescriptor& d) {
   const std::string& n = d.name;
@@ -212,24 +238,120 @@ ElementFormat make_described_format(const FormatDescriptor& d) {
   if (M < 0 || M > 15) fail(fmt::format("mantissa_bits {} is outside 0..15", M));
   if (bits > 16) fail(fmt::format("{} bits in all; at most 16", bits));
   if (bits < 2) fail("at least 2 bits in all");
-  Specials sp;
-  if (d.specials == "ieee") sp = Specials::ieee;
-  else if (d.specials == "fn") sp = Specials::fn;
-  else if (d.specials == "fnuz") sp = Specials::fnuz;
-  else if (d.specials == "none") sp = Specials::none;
-  else if (d.specials == "p3109e") sp = Specials::p3109e;
-  else if (d.specials == "p3109f") sp = Specials::p3109f;
-  else fail(fmt::format("specials '{}' is not one of ieee, fn, fnuz, none, p3109e, p3109f", d.specials));
-  if (sp == Specials::fnuz && !d.is_signed) fail("fnuz needs a sign bit (its NaN is the -0 code)");
-  if (sp == Specials::ieee && E < 2) fail("ieee specials need at least 2 exponent bits");
-  const int bias = d.bias ? *d.bias : (1 << (E - 1)) - 1 + (sp == Specials::fnuz ? 1 : 0);
-  if (bias < -149 || bias > 255) fail(fmt::format("bias {} is outside -149..255", bias));
-  const ElementFormat f = make_float_format(n, E, M, bias, sp, d.is_signed);
+  const std::optional<Specials> given_kind = d.specials ? std::optional(specials_by_name(*d.specials, fail))
+                                                       : std::nullopt;
+  const bool lists = d.nan_codes || d.inf_codes || d.reserved_codes;
+  const uint32_t code_mask = (1u << bits) - 1;
+  const auto hex = [&](uint32_t c) { return fmt::format("0x{:0{}X}", c, (bits + 3) / 4); };
+  // The listed codes as one class per code (0: finite), refusing codes out of range,
+  // listed twice, or in two lists.
+  std::vector<uint8_t> listed(size_t{code_mask} + 1, 0);
+  constexpr const char* kClass[] = {"finite", "NaN", "Inf", "reserved"};
+  const auto take = [&](const std::optional<std::vector<uint32_t>>& codes, uint8_t cls, const char* key) {
+    if (!codes) return;
+    for (const uint32_t c : *codes) {
+      if (c > code_mask) fail(fmt::format("{} holds {}, beyond the {}-bit codes", key, c, bits));
+      if (listed[c] == cls) fail(fmt::format("{} lists {} twice", key, hex(c)));
+      if (listed[c] != 0)
+        fail(fmt::format("{} is listed both as {} and as {}", hex(c), kClass[listed[c]], kClass[cls]));
+      listed[c] = cls;
+    }
+  };
+  take(d.nan_codes, 1, "nan_codes");
+  take(d.inf_codes, 2, "inf_codes");
+  take(d.reserved_codes, 3, "reserved_codes");
+  const size_t reserved_count = d.reserved_codes ? d.reserved_codes->size() : 0;
+  if (d.is_signed && reserved_count % 2 != 0)
+    fail(fmt::format("reserved_codes lists {} codes; a signed format reserves magnitudes, so both signs of each",
+                     reserved_count));
+  const uint32_t reserved_top = static_cast<uint32_t>(d.is_signed ? reserved_count / 2 : reserved_count);
+
+  // Builds the format of one kind, or says why that kind cannot be.
+  const auto build = [&](Specials sp, std::string& why) -> std::optional<ElementFormat> {
+    if (sp == Specials::fnuz && !d.is_signed) {
+      why = "fnuz needs a sign bit (its NaN is the -0 code)";
+      return std::nullopt;
+    }
+    if (sp == Specials::ieee && E < 2) {
+      why = "ieee specials need at least 2 exponent bits";
+      return std::nullopt;
+    }
+    const int bias = d.bias ? *d.bias : (1 << (E - 1)) - 1 + (sp == Specials::fnuz ? 1 : 0);
+    if (bias < -149 || bias > 255) {
+      why = fmt::format("bias {} is outside -149..255", bias);
+      return std::nullopt;
+    }
+    ElementFormat f = make_float_format(n, E, M, bias, sp, d.is_signed);
+    if (reserved_top >= f.max_magnitude) {
+      why = fmt::format("{} reserved codes leave no finite nonzero value", reserved_count);
+      return std::nullopt;
+    }
+    f.reserved_top = static_cast<uint16_t>(reserved_top);
+    f.subnormals = d.subnormals;
+    return finalize(f);
+  };
+  // The class of every code of f, as the codec sees it.
+  const auto classes = [&](const ElementFormat& f) {
+    std::vector<uint8_t> cls(size_t{code_mask} + 1, 0);
+    for (uint32_t c = 0; c <= code_mask; ++c) {
+      const uint32_t mag = c & ~f.sign_mask;
+      const float v = decode(c, f);
+      cls[c] = f.is_reserved_magnitude(mag) ? 3 : v != v ? 1 : std::isinf(v) ? 2 : 0;
+    }
+    return cls;
+  };
+
+  ElementFormat f;
+  if (!lists) {
+    std::string why;
+    const std::optional<ElementFormat> built = build(given_kind.value_or(Specials::none), why);
+    if (!built) fail(why);
+    f = *built;
+  } else {
+    // The kind the lists describe: the given one, or the first (in this order) whose NaN,
+    // Inf and reserved codes are exactly the listed ones.
+    const std::vector<Specials> kinds =
+        given_kind ? std::vector<Specials>{*given_kind}
+                   : std::vector<Specials>{Specials::none, Specials::ieee, Specials::fn, Specials::fnuz,
+                                           Specials::p3109e, Specials::p3109f};
+    std::optional<ElementFormat> match;
+    std::string why_given;
+    const std::string with_reserved =
+        reserved_count ? fmt::format(" and {} reserved code{}", reserved_count, reserved_count == 1 ? "" : "s") : "";
+    for (const Specials sp : kinds) {
+      std::string why;
+      const std::optional<ElementFormat> g = build(sp, why);
+      if (!g) {
+        why_given = why;
+        continue;
+      }
+      const std::vector<uint8_t> cls = classes(*g);
+      if (cls == listed) {
+        match = g;
+        break;
+      }
+      // With the kind given, name the first code the lists and the kind disagree on.
+      for (uint32_t c = 0; given_kind && c <= code_mask && why_given.empty(); ++c)
+        if (cls[c] != listed[c])
+          why_given = listed[c] == 0
+                          ? fmt::format("{} is {} under specials '{}'{}, but not listed", hex(c), kClass[cls[c]],
+                                        *d.specials, with_reserved)
+                          : fmt::format("{} is listed as {} but is {} under specials '{}'{}", hex(c),
+                                        kClass[listed[c]], kClass[cls[c]], *d.specials, with_reserved);
+    }
+    if (!match) {
+      if (given_kind) fail(why_given);
+      fail("the listed codes fit no layout the codec runs: NaN and Inf codes of one specials "
+           "kind (ieee, fn, fnuz, none, p3109e, p3109f), reserved codes the largest finite "
+           "magnitudes below them, the same for both signs (docs/formats.md#format-descriptor-files)");
+    }
+    f = *match;
+  }
   if (f.max_magnitude == 0 && !f.has_inf()) fail("no finite nonzero value");
   // Every value must be a float32, and the codec's float32-subnormal reading needs
   // emin >= -127 (docs/formats.md#rounding-grid).
   if (f.emax() > 127 || f.emin() - M < -149 || f.emin() < -127)
-    fail(fmt::format("bias {} puts values outside float32's range", bias));
+    fail(fmt::format("bias {} puts values outside float32's range", f.bias));
   return f;
 }
 

@@ -28,7 +28,7 @@
 
 namespace lpx::kernels::backend {
 
-inline constexpr uint32_t kAbiVersion = 1;
+inline constexpr uint32_t kAbiVersion = 2;  // 2: ElementFormat gained subnormals, reserved_top
 inline constexpr const char* kEntryPoint = "lpx_cuda_backend";
 inline constexpr const char* kModuleFile = "liblpx_cuda.so";
 

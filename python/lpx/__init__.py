@@ -103,50 +103,36 @@ class FormatInfo:
         return float(values[np.isfinite(values)].min())
 
 
-_DESCRIPTOR_KEYS = ("name", "signed", "exponent_bits", "mantissa_bits", "bias", "specials", "notes")
-
-
 def register_format(descriptor):
     """Registers a user-defined element format, as `lpx --format-file F.json` does
     (docs/formats.md#format-descriptor-files), after which its name goes wherever a format
     name goes (cast, decode, quantize specs, info, table) for the life of the process.
 
     `descriptor` is a dict with the file's keys (name, exponent_bits and mantissa_bits
-    required; signed, bias, specials, notes optional) or the path of such a JSON file.
-    Returns the format's name. ValueError (one line) for an unknown key, a value of the
-    wrong type, a malformed format or a name already taken."""
+    required; signed, bias, specials, subnormals, nan_codes, inf_codes, reserved_codes,
+    notes optional) or the path of such a JSON file. The C++ reader of `--format-file`
+    checks it, so both accept and refuse the same descriptors. Returns the format's name.
+    ValueError (one line) for an unknown key, a value of the wrong type, a malformed
+    format or a name already taken."""
     import json
     import os
     if isinstance(descriptor, (str, os.PathLike)):
         path = os.fspath(descriptor)
         try:
             with open(path, encoding="utf-8") as f:
-                descriptor = json.load(f)
+                text = f.read((1 << 16) + 1)  # one byte past the limit: refused as too long
         except (OSError, ValueError) as e:
             raise ValueError(f"{path}: {e}") from None
-        where = f"{path}: "
+        origin = path
+    elif isinstance(descriptor, dict):
+        try:
+            text = json.dumps(descriptor)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"a format descriptor holds JSON values only: {e}") from None
+        origin = "format descriptor"
     else:
-        where = ""
-    if not isinstance(descriptor, dict):
-        raise ValueError(f"{where}a format descriptor is a dict (a JSON object)")
-    unknown = [k for k in descriptor if k not in _DESCRIPTOR_KEYS]
-    if unknown:
-        raise ValueError(f"{where}unknown key {unknown[0]!r} (allowed: {', '.join(_DESCRIPTOR_KEYS)})")
-    for k in ("name", "exponent_bits", "mantissa_bits"):
-        if k not in descriptor:
-            raise ValueError(f"{where}missing {k!r}")
-
-    def want(key, kind, default=None):
-        v = descriptor.get(key, default)
-        ok = isinstance(v, kind) and not (kind is int and isinstance(v, bool))
-        if v is not None and not ok:
-            raise ValueError(f"{where}{key!r} must be {'an integer' if kind is int else kind.__name__}, not {v!r}")
-        return v
-
-    name = want("name", str)
-    _core.register_format(name, want("signed", bool, True), want("exponent_bits", int),
-                          want("mantissa_bits", int), want("bias", int), want("specials", str, "none"))
-    return name
+        raise ValueError("a format descriptor is a dict (a JSON object) or a file's path")
+    return _core.register_format_json(text, origin)
 
 
 def info(name):

@@ -33,6 +33,7 @@
 #include "lpx/formats/element_format.hpp"
 #include "lpx/formats/packing.hpp"
 #include "lpx/formats/quantize.hpp"
+#include "lpx/io/format_descriptor.hpp"
 #include "lpx/io/tensor_file.hpp"
 #include "lpx/numerics/hadamard.hpp"
 #include "lpx/recipes/operand.hpp"
@@ -722,16 +723,10 @@ PYBIND11_MODULE(_core, m) {
   m.def("canonical_block_spec", [](const std::string& spec) { return lpx::parse_block_format(spec).spec(); });
   m.def("element_bits", [](const std::string& spec) { return int(lpx::parse_block_format(spec).element.bits); });
   m.def("format_bits", [](const std::string& name) { return int(lpx::format_by_name(name).bits); });
-  m.def("register_format", [](const std::string& name, bool is_signed, int exponent_bits, int mantissa_bits,
-                              std::optional<int> bias, const std::string& specials) {
-    lpx::FormatDescriptor d;
-    d.name = name;
-    d.is_signed = is_signed;
-    d.exponent_bits = exponent_bits;
-    d.mantissa_bits = mantissa_bits;
-    d.bias = bias;
-    d.specials = specials;
-    lpx::register_format(lpx::make_described_format(d));
+  m.def("register_format_json", [](const std::string& text, const std::string& origin) {
+    const lpx::ElementFormat f = lpx::io::format_from_descriptor_json(text, origin);
+    lpx::register_format(f);
+    return std::string(f.name);
   });
   m.def("format_info", &format_info);
   m.def("format_table", &format_table);

@@ -235,8 +235,30 @@ def test_registered_format_matches_cli_format_file(cli, tmp_path):
     assert lpx.decode(codes, "py_e3m3_b5").tobytes() == np.load(tmp_path / "d.npy").tobytes()
     assert lpx.info("py_e3m3_b5").bits == 7
     # the same name again, an unknown key, a wrong type, a malformed format: one ValueError each
-    for bad, msg in ((desc, "py_e3m3_b5"), ({**desc, "name": "x2", "colour": 1}, "unknown key 'colour'"),
-                     ({**desc, "name": "x3", "bias": "5"}, "'bias' must be an integer"),
-                     ({**desc, "name": "x4", "exponent_bits": 12}, "x4")):
+    for bad, msg in ((desc, "py_e3m3_b5"), ({**desc, "name": "x2", "colour": 1}, 'unknown key "colour"'),
+                     ({**desc, "name": "x3", "bias": "5"}, '"bias" must be an integer'),
+                     ({**desc, "name": "x4", "exponent_bits": 12}, "x4"),
+                     ({**desc, "name": "x5", "nan_codes": ["0x7F"], "inf_codes": [127]}, "listed both"),
+                     ([1, 2], "dict"), ({"name": float("nan")}, "not valid JSON|must be a string")):
         with pytest.raises(ValueError, match=msg):
             lpx.register_format(bad)
+
+
+def test_registered_format_with_reserved_codes_matches_cli(cli, tmp_path):
+    """A descriptor listing reserved codes and switching subnormals off registers from a dict
+    and casts as `lpx --format-file` does; its table marks what the lists said."""
+    desc = {"name": "py_hw_e4m3", "exponent_bits": 4, "mantissa_bits": 3, "bias": 7, "subnormals": False,
+            "nan_codes": ["0x7F", "0xFF"], "reserved_codes": [0x7E, 0xFE]}
+    (tmp_path / "fmt.json").write_text(json.dumps(desc))
+    assert lpx.register_format(desc) == "py_hw_e4m3"
+    x = np.concatenate([sample((4, 64), seed=5, scale=300.0).ravel(), np.array([440.0, 0.01, 0.007, -0.01], np.float32)])
+    np.save(tmp_path / "x.npy", x)
+    for ovf in ("ieee", "sat"):
+        cli("--format-file", "fmt.json", "cast", "--to", "py_hw_e4m3", "--overflow", ovf, "x.npy", "c.npy")
+        codes = lpx.cast(x, "py_hw_e4m3", overflow=ovf)
+        assert codes.tobytes() == np.load(tmp_path / "c.npy").tobytes()
+    assert list(codes[-4:]) == [0x7D, 0x08, 0x00, 0x88]  # sat: 416 is the largest finite value
+    info = lpx.info("py_hw_e4m3")
+    assert info.max == 416.0 and info.smallest_subnormal == 2.0 ** -6
+    _, values = lpx.table("py_hw_e4m3")
+    assert np.isnan(values[[0x7E, 0xFE, 0x7F, 0xFF]]).all() and values[0x01] == 0.0

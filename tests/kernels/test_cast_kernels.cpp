@@ -144,7 +144,7 @@ TEST_CASE("device casts equal the CPU codec for every format and rounding mode")
   }
 }
 
-TEST_CASE("device casts: P3109 formats, rto, the SR variants and a described format") {
+TEST_CASE("device casts: P3109 formats, rto, the SR variants and described formats") {
   if (!cuda_available()) {
     WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
     return;
@@ -160,9 +160,16 @@ TEST_CASE("device casts: P3109 formats, rto, the SR variants and a described for
   d.bias = 7;
   d.specials = "fn";
   const ElementFormat described = make_described_format(d);
+  // and user formats the named ones cannot express: reserved codes, no subnormals
+  d.name = "kernels_e4m3_hw";
+  d.specials.reset();
+  d.subnormals = false;
+  d.nan_codes = std::vector<uint32_t>{0x7F, 0xFF};
+  d.reserved_codes = std::vector<uint32_t>{0x7E, 0xFE};
+  const ElementFormat reserved_no_subnormals = make_described_format(d);
   const ElementFormat formats[] = {format_by_name("p3109_k8p4se"), format_by_name("p3109_k8p3uf"),
                                    format_by_name("p3109_k8p1se"), format_by_name("p3109_k16p11se"),
-                                   described};
+                                   described, reserved_no_subnormals};
   for (const ElementFormat& f : formats) {
     for (Rounding r : {Rounding::rne, Rounding::rto, Rounding::sr, Rounding::sr_fast,
                        Rounding::sr_rne, Rounding::sr_odd}) {

@@ -83,7 +83,15 @@ TEST_CASE("malformed descriptors: one stderr line, exit 2") {
       {R"({"name": "e4m3", "exponent_bits": 4, "mantissa_bits": 3})", "name is taken"},
       {R"({"name": "p3109_k8p4se", "exponent_bits": 4, "mantissa_bits": 3})", "name is taken"},
       {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "specials": "weird"})", "is not one of"},
-      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "nan_codes": [255]})", "unknown key"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "nan_code": 255})", "unknown key"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "subnormals": "no"})", "true or false"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "nan_codes": ["0xZZ"]})", "not a code"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "nan_codes": 255})", "list of codes"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "nan_codes": ["0x7F", 255],
+          "inf_codes": [127, "0xFF"]})", "listed both as NaN and as Inf"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "specials": "fn",
+          "nan_codes": ["0x7E", "0xFE"]})", "finite under specials 'fn'"},
+      {R"({"name": "a", "exponent_bits": 4, "mantissa_bits": 3, "nan_codes": ["0x00"]})", "fit no layout"},
       {R"({"name": "a", "exponent_bits": 4})", "missing \"mantissa_bits\""},
       {R"({"name": "a", "exponent_bits": "4", "mantissa_bits": 3})", "must be an integer"},
       {R"({"name": "a", "signed": false, "exponent_bits": 4, "mantissa_bits": 3, "specials": "fnuz"})",
@@ -157,4 +165,30 @@ TEST_CASE("--format-dir registers every descriptor of a folder, and refuses a mi
   CHECK(r.status == 2);
   CHECK(r.err_lines() == 1);
   CHECK_THAT(r.err, Catch::Contains("c.json"));
+}
+
+TEST_CASE("a descriptor with reserved codes and no subnormals: info, table and cast say so") {
+  TempDir dir;
+  write_text(dir / "f.json", R"({"name": "hw_e4m3", "exponent_bits": 4, "mantissa_bits": 3, "bias": 7,
+      "subnormals": false, "nan_codes": ["0x7F", "0xFF"], "reserved_codes": ["0x7E", "0xFE"]})");
+  const std::string ff = "--format-file " + (dir / "f.json").string() + " ";
+  CliResult r = run_lpx(ff + "info hw_e4m3", dir);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("2 reserved codes"));
+  CHECK_THAT(r.out, Catch::Contains("no subnormals"));
+  CHECK_THAT(r.out, Catch::Contains("416"));        // max finite: 0x7D = 1.625 * 2^8
+  CHECK_THAT(r.out, Catch::Contains("0.015625"));   // min positive: the min normal 2^-6
+  r = run_lpx(ff + "table hw_e4m3", dir);
+  REQUIRE(r.status == 0);
+  CHECK_THAT(r.out, Catch::Contains("0x7E  01111110  nan (reserved)"));
+  CHECK_THAT(r.out, Catch::Contains("0x01  00000001  0 (unused: no subnormals)"));
+  // 440 is past the largest finite value (416) and rounds to the reserved 448: overflow,
+  // NaN under ieee and 416 saturated; 0.01 lies nearer 2^-6 than 0, 0.007 nearer 0.
+  write_file(dir / "x.f32", std::vector<float>{440.f, 0.01f, 0.007f, -0.01f});
+  r = run_lpx(ff + "cast --to hw_e4m3 " + (dir / "x.f32").string() + " " + (dir / "c.bin").string(), dir);
+  REQUIRE(r.status == 0);
+  CHECK(read_file<uint8_t>(dir / "c.bin") == std::vector<uint8_t>{0x7F, 0x08, 0x00, 0x88});
+  r = run_lpx(ff + "cast --overflow sat --to hw_e4m3 " + (dir / "x.f32").string() + " " + (dir / "s.bin").string(), dir);
+  REQUIRE(r.status == 0);
+  CHECK(read_file<uint8_t>(dir / "s.bin") == std::vector<uint8_t>{0x7D, 0x08, 0x00, 0x88});
 }

@@ -71,7 +71,13 @@ void print_table(const ElementFormat& f) {
   for (uint32_t c = 0; c <= f.code_mask; ++c) {
     std::string binary;
     for (int b = f.bits - 1; b >= 0; --b) binary += ((c >> b) & 1) ? '1' : '0';
-    fmt::print("0x{:0{}X}  {}  {}\n", c, hex_digits, binary, value_text(decode(c, f)));
+    const uint32_t mag = c & ~f.sign_mask;
+    const bool unused_subnormal = !f.is_integer && !f.subnormals && f.has_zero &&
+                                  (mag >> f.mantissa_bits) == 0 && mag != 0;
+    const char* note = f.is_reserved_magnitude(mag) ? " (reserved)"
+                       : unused_subnormal           ? " (unused: no subnormals)"
+                                                    : "";
+    fmt::print("0x{:0{}X}  {}  {}{}\n", c, hex_digits, binary, value_text(decode(c, f)), note);
   }
 }
 

@@ -9,56 +9,15 @@
 #include <fmt/format.h>
 
 #include "json_file.hpp"
+#include "lpx/io/format_descriptor.hpp"
 #include "lpx/io/tensor_file.hpp"
 #include "lpx/formats/format_registry.hpp"
 
 namespace lpx::cli {
 
 void load_format_file(const std::string& path) {
-  const nlohmann::ordered_json j = read_json_file(path, io::JsonLimits{size_t{1} << 16, 8});
   const std::string where = path == "-" ? "<stdin>" : io::printable(path);
-  const auto fail = [&](const std::string& why) {
-    throw std::invalid_argument(fmt::format("{}: {}", where, why));
-  };
-  if (!j.is_object()) fail("a format descriptor is a JSON object");
-  FormatDescriptor d;
-  for (const auto& item : j.items()) {
-    // named, not a structured binding: clang 14 (the fuzz build) cannot capture those
-    const std::string& key = item.key();
-    const nlohmann::ordered_json& v = item.value();
-    const auto want_int = [&]() {
-      if (!v.is_number_integer()) fail(fmt::format("\"{}\" must be an integer", key));
-      const auto x = v.get<int64_t>();
-      if (x < -100000 || x > 100000) fail(fmt::format("\"{}\" is out of range", key));
-      return static_cast<int>(x);
-    };
-    if (key == "name") {
-      if (!v.is_string()) fail("\"name\" must be a string");
-      d.name = v.get<std::string>();
-    } else if (key == "signed") {
-      if (!v.is_boolean()) fail("\"signed\" must be true or false");
-      d.is_signed = v.get<bool>();
-    } else if (key == "exponent_bits") {
-      d.exponent_bits = want_int();
-    } else if (key == "mantissa_bits") {
-      d.mantissa_bits = want_int();
-    } else if (key == "bias") {
-      d.bias = want_int();
-    } else if (key == "specials") {
-      if (!v.is_string()) fail("\"specials\" must be a string");
-      d.specials = v.get<std::string>();
-    } else if (key != "notes") {
-      fail(fmt::format("unknown key \"{}\" (allowed: name, signed, exponent_bits, "
-                       "mantissa_bits, bias, specials, notes)", io::printable(key)));
-    }
-  }
-  for (const char* required : {"name", "exponent_bits", "mantissa_bits"})
-    if (!j.contains(required)) fail(fmt::format("missing \"{}\"", required));
-  try {
-    register_format(make_described_format(d));
-  } catch (const std::invalid_argument& e) {
-    fail(e.what());
-  }
+  register_format(io::format_from_descriptor_json(read_text_file(path, size_t{1} << 16), where));
 }
 
 void load_format_dir(const std::string& dir) {

@@ -25,6 +25,9 @@
 //             gives +-max. P = 1 (no mantissa bits): rne ties go to the even *code*,
 //             and rto's odd is the code's too.
 //             Unsigned: -0 -> 0, other negatives -> NaN (ieee) or 0 (sat), as e8m0 does.
+//   reserved  codes (ElementFormat::reserved_top) are never produced and decode to NaN.
+//   no subnormals (ElementFormat::subnormals false): below 2^emin the grid is {0, 2^emin};
+//             the unused codes (exponent field 0, mantissa nonzero) decode to +-0.
 #pragma once
 
 #include <cstdint>
@@ -99,9 +102,12 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
   //    exponent the grid spacing stays 2^(emin - M) (subnormals), so the shift grows.
   //    Shifts past 63 only ever give 0 before rounding; clamping keeps the arithmetic in
   //    64 bits without changing any rounding decision (sig < 2^24).
+  //    A format without subnormals has one step below 2^emin, from 0 to 2^emin itself:
+  //    M more bits go, and the rounded 0 or 1 is shifted back into place in step 3.
   const int m = f.mantissa_bits;
   const int emin = f.emin();
-  const int shift = min_int(23 - m + max_int(0, emin - u.exp), 63);
+  const bool below_normals = !f.subnormals && u.exp < emin;
+  const int shift = min_int(23 - m + max_int(0, emin - u.exp) + (below_normals ? m : 0), 63);
   //    P3109 with P = 1: a normal significand is just the implicit 1, so ties-to-even
   //    means an even code, i.e. an even exponent field (gfloat), and to-odd an odd one.
   //    Adding 2^shift when the field is even makes the significand's parity the code's;
@@ -118,7 +124,7 @@ LPX_HD constexpr uint32_t encode(float x, const ElementFormat& f, Rounding mode,
   //    (1.11..1 -> 10.0) increments the exponent by itself, and a subnormal that rounds
   //    up to 2^emin lands exactly on the first normal code.
   const int64_t exponent_base = max_int(u.exp, emin) + f.bias - 1;
-  uint64_t magnitude = (static_cast<uint64_t>(exponent_base) << m) + q;
+  uint64_t magnitude = (static_cast<uint64_t>(exponent_base) << m) + (below_normals ? q << m : q);
 
   //    Formats without zero (e8m0, whose 2^-126 is float32's min normal): under rne the
   //    grid below 2^-126 is ml_dtypes' ladder {code 0, 2^-126} with code 0 in zero's
@@ -182,12 +188,12 @@ LPX_HD constexpr float decode(uint32_t code, const ElementFormat& f) {
   const int m = f.mantissa_bits;
   const uint32_t exponent_field = mag >> m;
   const uint32_t mantissa = mag & ((1u << m) - 1);
-  const bool is_nan = f.has_nan() && (f.single_nan() ? code == f.nan_code
-                                                                      : mag > f.max_magnitude &&
-                                                                            mag != f.inf_magnitude);
+  // NaN: the single NaN code, or a magnitude above the largest finite one that is not
+  // Inf (ieee's and fn's NaNs, unsigned P3109's, and reserved codes in every kind).
   const bool is_inf = f.has_inf() && mag == f.inf_magnitude;
+  const bool is_nan = (f.single_nan() && code == f.nan_code) || (mag > f.max_magnitude && !is_inf);
   const bool subnormal = exponent_field == 0 && f.has_zero;
-  const uint32_t significand = subnormal ? mantissa : (mantissa | (1u << m));
+  const uint32_t significand = subnormal ? (f.subnormals ? mantissa : 0u) : (mantissa | (1u << m));
   const int lsb_exponent = (subnormal ? 1 : static_cast<int>(exponent_field)) - f.bias - m;
   const float magnitude = static_cast<float>(significand) * pow2f(lsb_exponent);
   const float value = is_inf ? bits_to_float(kF32InfBits) : magnitude;

@@ -15,6 +15,13 @@
 //         (0x7F, 0xFF); unsigned: NaN = all ones, extended: +Inf = all ones - 1; finite (f):
 //         no Inf. Precision P counts the implicit bit: M = P - 1 (docs/formats.md#p3109).
 // e8m0fnu is unsigned and has no zero: its exponent field 0 means 2^-127.
+// Two refinements serve user-defined formats (docs/formats.md#format-descriptor-files):
+//   reserved_top  the largest reserved_top finite magnitudes that `specials` leaves are
+//                 reserved instead: never produced, decoded as NaN (hardware that keeps
+//                 codes for its own use); the largest finite value moves down with them.
+//   subnormals    false: the codes with exponent field 0 and a nonzero mantissa are not
+//                 values; inputs below 2^emin round on {0, 2^emin}, and those codes
+//                 decode to +-0 (as denormals-are-zero hardware reads them).
 //
 // Integer formats: two's complement (or unsigned) codes, value = code * 2^-frac_bits,
 // so MXINT8's element (implicit 2^-6) is int8 with frac_bits = 6. Symmetric integer
@@ -44,6 +51,8 @@ struct ElementFormat {
   uint8_t mantissa_bits = 0;  // integers: bits - sign bit
   int16_t bias = 0;           // floats: exponent bias; integers: fractional bits
   Specials specials = Specials::none;
+  bool subnormals = true;     // floats: false leaves out the subnormal codes (above)
+  uint16_t reserved_top = 0;  // floats: reserved magnitudes just below the specials (above)
 
   // Derived by finalize(): magnitude codes exclude the sign bit.
   uint32_t max_magnitude = 0;  // largest finite magnitude code
@@ -65,6 +74,11 @@ struct ElementFormat {
   LPX_HD constexpr int emax() const {  // exponent of the largest finite value
     return is_integer ? (bits - (is_signed ? 1 : 0) - 1 - bias)
                       : static_cast<int>(max_magnitude >> mantissa_bits) - bias;
+  }
+  // A reserved code (reserved_top, above): its magnitude lies between the largest finite
+  // one and the largest the specials kind alone would leave finite.
+  LPX_HD constexpr bool is_reserved_magnitude(uint32_t magnitude) const {
+    return magnitude > max_magnitude && magnitude <= max_magnitude + reserved_top;
   }
   std::string_view name_view() const { return name; }
 };
@@ -108,6 +122,7 @@ constexpr ElementFormat finalize(ElementFormat f) {
       break;
     }
   }
+  f.max_magnitude -= f.reserved_top;  // checked by make_described_format to leave a value
   return f;
 }
 
@@ -216,6 +231,8 @@ ElementFormat format_by_name(std::string_view name);
 double max_finite(const ElementFormat& f);
 double min_normal(const ElementFormat& f);     // floats only
 double min_subnormal(const ElementFormat& f);  // smallest positive value
+// "Inf and NaN (IEEE: exponent all ones)", with "; N reserved codes" and "; no subnormals"
+// where the descriptor says so.
 std::string describe_specials(const ElementFormat& f);
 
 }  // namespace lpx

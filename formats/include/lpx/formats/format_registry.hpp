@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "lpx/formats/element_format.hpp"
 
@@ -18,13 +19,21 @@ struct FormatDescriptor {
   bool is_signed = true;
   int exponent_bits = 0;
   int mantissa_bits = 0;
-  std::optional<int> bias;        // default 2^(E-1) - 1 (+1 with fnuz), as the eXmY grammar
-  std::string specials = "none";  // ieee | fn | fnuz | none | p3109e | p3109f
+  std::optional<int> bias;  // default 2^(E-1) - 1 (+1 with fnuz), as the eXmY grammar
+  // ieee | fn | fnuz | none | p3109e | p3109f. Unset: "none", or with code lists below,
+  // the kind those lists describe.
+  std::optional<std::string> specials;
+  bool subnormals = true;
+  // Codes listed one by one (both signs of a signed format). Given, they must be exactly
+  // the NaN, Inf and reserved codes of one specials kind with reserved_top reserved
+  // magnitudes (element_format.hpp): the codec runs every such layout, and no other.
+  std::optional<std::vector<uint32_t>> nan_codes, inf_codes, reserved_codes;
 };
 
 // Validates and builds the format. std::invalid_argument (one line naming the format)
 // for a bad name, widths (1 <= E <= 8, 0 <= M <= 15, at most 16 bits), specials kind,
-// a sign-needing kind without a sign, or values outside float32's range.
+// a sign-needing kind without a sign, values outside float32's range, or code lists that
+// overlap, leave the range, list a code the kind makes finite, or fit no layout.
 ElementFormat make_described_format(const FormatDescriptor& d);
 
 // Adds f under its name for format_by_name. std::invalid_argument when the name is a
