@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Makes `import lpx` work for Debian's /usr/bin/python3 without PYTHONPATH and without a
-# package index (docs/python.md#install): builds lpx when the module is missing
-# (tools/build.sh), then copies the built package (BUILD/python/lpx: the extension and the
+# package index (docs/python.md#install): builds lpx in build/ (tools/build.sh, which is
+# incremental), then copies the built package (BUILD/python/lpx: the extension and the
 # pure-Python files) into that interpreter's user site-packages
 # (`python3 -m site --user-site`, under $HOME/.local). Nothing system-wide is touched, so
 # Debian's PEP 668 guard (pip's "externally-managed-environment") does not apply.
 #
-#   tools/install-python.sh                  build if needed, install (or update)
+#   tools/install-python.sh                  build (incremental), install (or update)
 #   tools/install-python.sh --uninstall      remove what this script installed
-#   tools/install-python.sh --build-dir DIR  take the module from DIR (default: build)
+#   tools/install-python.sh --build-dir DIR  take the module already built in DIR (no build)
 #
 # The copy is standalone; rerun after rebuilding to update it.
 set -euo pipefail
@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     --uninstall) uninstall=1 ;;
     --build-dir) [ $# -ge 2 ] || { echo "install-python: --build-dir needs a folder" >&2; exit 2; }
                  build="$(cd "$2" && pwd)"; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install-python: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -42,17 +42,17 @@ if [ "$uninstall" = 1 ]; then
   exit 0
 fi
 
-if ! compgen -G "$build/python/lpx/_core*.so" >/dev/null; then
-  if [ "$build" != "$repo/build" ]; then
-    echo "install-python: no built module in $build/python/lpx (build that folder first)" >&2
-    exit 1
-  fi
+if [ "$build" = "$repo/build" ]; then
+  # the default build folder is brought up to date (incremental; a no-op when it is)
   echo "install-python: building lpx (tools/build.sh)"
   "$repo/tools/build.sh"
   compgen -G "$build/python/lpx/_core*.so" >/dev/null || {
     echo "install-python: the build made no Python module (see 'lpx: Python module skipped' in CMake's output; tools/install-deps.sh installs what it needs)" >&2
     exit 1
   }
+elif ! compgen -G "$build/python/lpx/_core*.so" >/dev/null; then
+  echo "install-python: no built module in $build/python/lpx (build that folder first)" >&2
+  exit 1
 fi
 
 if [ -e "$target" ] && [ ! -f "$marker" ]; then

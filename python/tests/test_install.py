@@ -69,3 +69,5 @@ def test_install_leaves_a_foreign_lpx_alone(tmp_path):
     assert (site / "lpx" / "__init__.py").read_text() == "# someone else's\n"
     p = run([str(SCRIPT), "--bogus"], env, tmp_path)
     assert p.returncode == 2 and "unknown argument" in p.stderr
+    p = run([str(SCRIPT), "--build-dir", str(tmp_path)], env, tmp_path)  # nothing built there
+    assert p.returncode == 1 and "no built module" in p.stderr
