@@ -163,10 +163,14 @@ void EncodeLoop(const float* HWY_RESTRICT in, Out* HWY_RESTRICT out, size_t n,
   // Non-temporal stores need the output aligned to the stored vector (N outputs, 4N when
   // packed four at a time); sr also needs a flat index that is a multiple of 4. Start the
   // vector loop at the first element where both hold (none within reach: plain stores).
+  // A stored vector narrower than 16 bytes (byte codes on AVX2 and SSE4: N = 8 or 4) is
+  // never streamed: Highway 1.0's Stream of a partial vector is a full 16-byte
+  // _mm_stream_si128, which faults on an address aligned to less and writes past the
+  // vector's bytes.
   bool stream = false;
   size_t head = is_stochastic(M) ? static_cast<size_t>((4 - first_index % 4) % 4) : 0;
-  if (want_stream) {
-    const size_t vec_bytes = (kPack4<Out> ? 4 * N : N) * sizeof(Out);
+  const size_t vec_bytes = (kPack4<Out> ? 4 * N : N) * sizeof(Out);
+  if (want_stream && vec_bytes >= 16) {
     for (size_t h = head; h < head + 4 * vec_bytes && h < n; ++h) {
       if (reinterpret_cast<uintptr_t>(out + h) % vec_bytes == 0 &&
           (!is_stochastic(M) || (first_index + h) % 4 == 0)) {

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _core
 from . import _arrays as _a
+from . import _cuda
 from ._quantized import QuantizedTensor
 from . import recipes, runs
 
@@ -173,6 +174,8 @@ def cast(x, to, round="rne", overflow="ieee", seed=None, stream=None, sr_bits=No
     seed, stream, sr_bits = _a.sr_options(round, seed, stream, sr_bits)
     threads = _threads(threads)
     bits = _core.format_bits(to)
+    if _a.is_cuda(x):
+        return _cuda.cast(x, to, round, overflow, seed, stream, sr_bits, emit, out, words)
     xf = _a.float_input(x)
     if out is not None:
         dtype = np.float32 if emit == "values" else (np.uint8 if bits <= 8 else np.uint16)
@@ -187,9 +190,12 @@ def decode(codes, fmt, threads=0, out=None):
     fmt = _a.str_arg("fmt", fmt)
     bits = _core.format_bits(fmt)
     name = _core.format_info(fmt)["name"]
+    threads = _threads(threads)
+    if _a.is_cuda(codes):
+        return _cuda.decode(codes, fmt, out)
     c = _a.code_input(codes, np.uint8 if bits <= 8 else np.uint16, name)
     _a.out_array(out, c.shape, np.float32, c)
-    return _core.decode(c, fmt, _threads(threads), out)
+    return _core.decode(c, fmt, threads, out)
 
 
 def _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits, headroom_3_4,
@@ -232,6 +238,9 @@ def quantize(x, fmt, block=None, axis=None, scale_rule=None, round="rne", seed=N
     """
     a = _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits,
                        headroom_3_4, flush_subnormals, threads, random_words)
+    if _a.is_cuda(x):
+        raise ValueError("lpx.quantize takes CPU arrays: for a CUDA tensor use lpx.fake_quantize "
+                         "(on the device) or quantize x.cpu()")
     d = _core.quantize(_a.float_input(x), a)
     return QuantizedTensor(d["codes"], d["scales"], d["spec"], d["axis"], d["tensor_scale"],
                            d["headroom_3_4"], amax=d["amax"], stats=d["stats"], _checked=True)
@@ -245,6 +254,8 @@ def fake_quantize(x, fmt, block=None, axis=None, scale_rule=None, round="rne", s
     cast())."""
     a = _quantize_args(fmt, block, axis, scale_rule, round, seed, stream, sr_bits,
                        headroom_3_4, flush_subnormals, threads, random_words)
+    if _a.is_cuda(x):
+        return _cuda.fake_quantize(x, a, out)
     xf = _a.float_input(x)
     _a.out_array(out, xf.shape, np.float32, xf)
     return _core.fake_quantize(xf, a, out)

@@ -8,8 +8,16 @@ as NumPy's astype; values beyond float32's range become +-inf), and the format's
 applies to that float32: a double rounding, so pass float32 when the last bit matters.
 Every other dtype is a TypeError; an array without elements is a ValueError, as it is for
 every tensor command of the CLI ("empty input (no elements)").
+
+DLPack: an object with __dlpack__ (a PyTorch CPU tensor, ...) is read through
+np.from_dlpack (zero copy) and then follows the same rules; CUDA tensors go to lpx._cuda
+from cast, decode and fake_quantize and are a ValueError elsewhere
+(docs/python.md#dlpack).
 """
 import numpy as np
+
+# DLPack device types (docs/python.md#dlpack)
+DL_CPU, DL_CUDA = 1, 2
 
 MAX_THREADS = 1024  # as the CLI's --threads (tools/lpx/cli_util.hpp)
 UINT64_MAX = 2**64 - 1
@@ -18,8 +26,55 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 INT64_MAX = 2**63 - 1
 
 
+def dlpack_device(x):
+    """(device type, device id) of an object that is not an ndarray but has __dlpack__
+    (a PyTorch tensor, ...), else None."""
+    if isinstance(x, np.ndarray) or not hasattr(x, "__dlpack__") or not hasattr(x, "__dlpack_device__"):
+        return None
+    dev = x.__dlpack_device__()
+    return int(dev[0]), int(dev[1])
+
+
+def is_cuda(x):
+    d = dlpack_device(x)
+    return d is not None and d[0] == DL_CUDA
+
+
+def is_torch(x):
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def from_dlpack(x, name):
+    """x's data as an ndarray when x is a CPU object with __dlpack__ (zero copy through
+    np.from_dlpack; a tensor that requires grad is detached first, bfloat16 PyTorch
+    tensors are widened exactly to float32), else None. CUDA tensors are a ValueError here:
+    only cast, decode and fake_quantize take them."""
+    dev = dlpack_device(x)
+    if dev is None:
+        return None
+    if dev[0] == DL_CUDA:
+        raise ValueError(f"{name} is a CUDA tensor: this call takes CPU arrays (lpx.cast, lpx.decode "
+                         f"and lpx.fake_quantize take CUDA tensors)")
+    if dev[0] != DL_CPU:
+        raise ValueError(f"{name} is on DLPack device type {dev[0]}; lpx takes CPU arrays and CUDA tensors")
+    if getattr(x, "requires_grad", False) and hasattr(x, "detach"):
+        x = x.detach()
+    if is_torch(x) and str(x.dtype) == "torch.bfloat16":
+        import torch
+        bits = np.from_dlpack(x.view(torch.int16)).view(np.uint16)
+        return (bits.astype(np.uint32) << 16).view(np.float32)
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise TypeError(f"{name}: NumPy cannot read it through DLPack ({why})") from None
+
+
 def float_input(x, name="x"):
     """x as a C-contiguous native float32 ndarray (see the module docstring)."""
+    if not isinstance(x, np.ndarray):
+        d = from_dlpack(x, name)
+        x = x if d is None else d
     a = x if isinstance(x, np.ndarray) else np.asarray(x)
     dt = a.dtype
     if dt.kind == "f" and dt.itemsize == 4:  # float32 of either byte order
@@ -38,6 +93,9 @@ def float_input(x, name="x"):
 
 def code_input(codes, want, fmt_name, name="codes"):
     """codes as a C-contiguous native array of dtype `want` (uint8 or uint16)."""
+    if not isinstance(codes, np.ndarray):
+        d = from_dlpack(codes, name)
+        codes = codes if d is None else d
     a = codes if isinstance(codes, np.ndarray) else np.asarray(codes)
     if a.dtype.kind not in "ui" or a.dtype.itemsize != np.dtype(want).itemsize or a.dtype.kind != "u":
         values = a.dtype.kind == "f" or a.dtype.name == "bfloat16"

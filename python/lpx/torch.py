@@ -16,8 +16,10 @@
   delayed-scaling histories and high-precision layers as `lpx train`
   (docs/recipes.md). The GEMMs themselves are PyTorch's float32 matmuls.
 
-CPU tensors only: a CUDA tensor is a ValueError (lpx's CUDA kernels are not reached from
-Python yet). float32 parameters and activations; other dtypes are converted to float32
+CPU tensors only: a CUDA tensor is a ValueError (the trainer's quantizer is CPU code;
+lpx.cast, lpx.decode and lpx.fake_quantize take CUDA tensors: docs/python.md#dlpack).
+handle.state_dict() / load_state_dict() carry a run's quantization state through a
+checkpoint (docs/python.md#checkpoints). float32 parameters and activations; other dtypes are converted to float32
 for the quantizer and the result is float32.
 """
 import time
@@ -37,7 +39,7 @@ def _numpy(t):
     """A CPU float32 C-contiguous view of t's data (no copy when it already is one)."""
     if t.device.type != "cpu":
         raise ValueError(f"lpx.torch runs on CPU tensors; this one is on {t.device} "
-                         f"(move it with .cpu(); the CUDA kernels are not reached from Python)")
+                         f"(move it with .cpu(); the trainer's quantizer is CPU code)")
     return t.detach().to(torch.float32).contiguous().numpy()
 
 
@@ -164,7 +166,12 @@ class RecipeHandle:
     eval(loss, accuracy)  writes an evaluation row (at step_index completed steps)
     stats()          {layer: {role: {amax, flushed_pct, saturated_pct, sqnr_db,
                      clamped_blocks, elements}}} of the current step
+    state_dict(), load_state_dict(d)  what a resumed run needs to continue bit for bit
+                     (docs/python.md#checkpoints): the step, every layer's amax
+                     histories and the detectors' inputs so far
     """
+
+    STATE_VERSION = 1
 
     def __init__(self, model, recipe, seed, log, thresholds):
         self.model = model
@@ -179,6 +186,7 @@ class RecipeHandle:
         self.capture = False
         self.log_path = log
         self._writer = None
+        self._observed = []  # every Monitor.observe() input so far (state_dict replays them)
         self._t0 = time.perf_counter()
 
     def _open_log(self, model_name):
@@ -213,8 +221,10 @@ class RecipeHandle:
         nan = float("nan")
         flushed = [s.flushed_pct if s is not None else nan for l in self.layers for s in l.stats]
         saturated = [s.saturated_pct if s is not None else nan for l in self.layers for s in l.stats]
-        new = self._monitor.observe(self.step_index, float(loss), float(grad_norm), float(update_ratio),
-                                    float(lr), float(adam_rms), flushed, saturated)
+        args = (self.step_index, float(loss), float(grad_norm), float(update_ratio), float(lr),
+                float(adam_rms), [float(v) for v in flushed], [float(v) for v in saturated])
+        new = self._monitor.observe(*args)
+        self._observed.append(args)
         self.flags.extend(new)
         if self._writer is not None:
             stats = [[s if s is not None else _core.OperandStats() for s in l.stats] for l in self.layers]
@@ -227,6 +237,51 @@ class RecipeHandle:
             l.stats = [None] * 6
         self.step_index += 1
         return new
+
+    def state_dict(self):
+        """The handle's state as plain Python values (torch.save stores it beside the
+        model's and the optimizer's): the recipe, seed and layers it was built for, the
+        step counter (stochastic rounding keys and Hadamard signs depend on it), every
+        layer's delayed-scaling amax histories (per role, oldest first) and every input the
+        online detectors have seen. The detectors' state (divergence::Monitor) is not
+        exposed by the library; it is a function of those inputs, so load_state_dict()
+        rebuilds it by replaying them (flags included)."""
+        return {
+            "version": self.STATE_VERSION,
+            "recipe": self.recipe,
+            "seed": int(self.seed),
+            "layers": [l.layer_name for l in self.layers],
+            "step": int(self.step_index),
+            "histories": {l.layer_name: [[float(v) for v in l.quantizer.history(r)] for r in range(6)]
+                          for l in self.layers},
+            "observed": [list(a) for a in self._observed],
+        }
+
+    def load_state_dict(self, state):
+        """Restores state_dict()'s state into this handle (built by apply_recipe with the
+        same recipe, seed and model structure, before its first step). ValueError when the
+        recipe, seed or layers differ. The run log (log=) of this handle holds the steps it
+        runs from here on."""
+        if not isinstance(state, dict):
+            raise TypeError(f"state must be a dict (from state_dict()), not {type(state).__name__}")
+        if state.get("version") != self.STATE_VERSION:
+            raise ValueError(f"state version {state.get('version')!r} is not {self.STATE_VERSION}")
+        for key, mine in (("recipe", self.recipe), ("seed", int(self.seed)),
+                          ("layers", [l.layer_name for l in self.layers])):
+            if state.get(key) != mine:
+                raise ValueError(f"the state was saved with {key} {state.get(key)!r}; this handle has {mine!r}")
+        if self.step_index != 0 or self._observed:
+            raise ValueError("load_state_dict needs a fresh handle (no step taken)")
+        for l in self.layers:
+            for r, values in enumerate(state["histories"][l.layer_name]):
+                l.quantizer.restore_history(r, [float(v) for v in values])
+        self._monitor = _core.Monitor([l.layer_name for l in self.layers], self.thresholds or "")
+        self.flags = []
+        for a in state["observed"]:
+            args = (int(a[0]), *map(float, a[1:6]), [float(v) for v in a[6]], [float(v) for v in a[7]])
+            self.flags.extend(self._monitor.observe(*args))
+            self._observed.append(args)
+        self.step_index = int(state["step"])
 
     def eval(self, loss, accuracy=float("nan")):
         if self._writer is not None:

@@ -12,9 +12,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,10 @@
 #include "lpx/formats/quantize.hpp"
 #include "lpx/io/format_descriptor.hpp"
 #include "lpx/io/tensor_file.hpp"
+#include "lpx/kernels/cast.hpp"
+#include "lpx/kernels/device.hpp"
+#include "lpx/kernels/quantize.hpp"
+#include "lpx/kernels/tensor.hpp"
 #include "lpx/numerics/hadamard.hpp"
 #include "lpx/recipes/operand.hpp"
 #include "lpx/recipes/recipe.hpp"
@@ -333,6 +339,159 @@ py::array fake_quantize(const CArray<float>& x, const QuantizeArgs& a,
     lpx::fake_quantize_values({view(x), shape}, o, f, opt);
   }
   return y;
+}
+
+// --- CUDA tensors through DLPack (docs/python.md#dlpack) ------------------------------
+// A CUDA tensor reaches the kernels library's device API (kernels/include/lpx/kernels):
+// the Python layer passes the input's and the output's "dltensor" capsules, this reads
+// their pointers and shapes, and the kernels run on the default stream (DLPack's
+// __dlpack__(stream=None) convention). lpx_kernels links no CUDA library; without the CUDA
+// module or a device it throws "no CUDA device: ...", raised here as a ValueError.
+//
+// The structs a "dltensor" capsule points to, as the DLPack specification lays them out
+// (the unversioned ABI that NumPy 1.24 and PyTorch 1.13 exchange).
+struct DLDevice {
+  int32_t device_type;  // 1 CPU, 2 CUDA
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // 0 int, 1 uint, 2 float
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // in elements; null: C order
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor*);
+};
+constexpr int32_t kDLCUDA = 2;
+
+struct CudaArray {
+  void* data = nullptr;
+  Shape shape;
+  int64_t numel = 1;
+};
+
+// The CUDA tensor behind an unconsumed capsule (the capsule keeps it alive; its producer's
+// destructor frees it). dtype: DLPack codes/bits accepted; C-contiguous only.
+CudaArray cuda_array(const py::object& capsule, const char* what, std::initializer_list<DLDataType> dtypes,
+                     const char* dtype_text) {
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (m == nullptr) {
+    PyErr_Clear();
+    throw py::value_error(fmt::format("{}: not a DLPack capsule (or one already used)", what));
+  }
+  const DLTensor& t = m->dl_tensor;
+  if (t.device.device_type != kDLCUDA)
+    throw py::value_error(fmt::format("{} is not a CUDA tensor (DLPack device type {})", what, t.device.device_type));
+  bool ok = false;
+  for (const DLDataType& d : dtypes) ok = ok || (t.dtype.code == d.code && t.dtype.bits == d.bits);
+  if (!ok || t.dtype.lanes != 1)
+    throw py::type_error(fmt::format("{} holds DLPack dtype (code {}, {} bits); it must be {}", what,
+                                     t.dtype.code, t.dtype.bits, dtype_text));
+  CudaArray a;
+  a.shape.assign(t.shape, t.shape + t.ndim);
+  int64_t expect = 1;
+  for (int d = t.ndim - 1; d >= 0; --d) {
+    if (t.strides != nullptr && t.shape[d] != 1 && t.strides[d] != expect)
+      throw py::value_error(fmt::format("{} is not C-contiguous (make it contiguous first)", what));
+    expect *= t.shape[d];
+  }
+  a.numel = expect;
+  if (a.numel == 0) throw py::value_error("empty input (no elements)");
+  a.data = static_cast<char*>(t.data) + t.byte_offset;
+  return a;
+}
+
+void same_shape(const CudaArray& in, const CudaArray& out) {
+  if (in.shape != out.shape)
+    throw py::value_error(fmt::format("out has shape {}; the result has shape {}", shape_text(out.shape),
+                                      shape_text(in.shape)));
+}
+
+// Runs a kernels call; "no CUDA device: ..." (std::runtime_error) becomes a ValueError.
+template <class F>
+void on_device(F&& f) {
+  try {
+    py::gil_scoped_release unlocked;
+    f();
+  } catch (const std::invalid_argument&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+constexpr DLDataType kF32{2, 32, 1};
+
+void cuda_cast(const py::object& x, const py::object& out, const std::string& to, const std::string& round,
+               const std::string& overflow, uint64_t seed, uint32_t stream, int sr_bits,
+               const std::string& emit) {
+  const lpx::ElementFormat f = lpx::format_by_name(to);
+  lpx::CastOptions opt;
+  opt.round = lpx::rounding_by_name(round);
+  opt.overflow = overflow_by_name(overflow);
+  opt.seed = seed;
+  opt.stream = stream;
+  opt.sr_bits = sr_bits;
+  const CudaArray in = cuda_array(x, "x", {kF32}, "float32");
+  if (emit == "values") {
+    const CudaArray o = cuda_array(out, "out", {kF32}, "float32");
+    same_shape(in, o);
+    on_device([&] {
+      lpx::kernels::fake_cast_device(static_cast<const float*>(in.data), static_cast<float*>(o.data),
+                                     static_cast<size_t>(in.numel), f, opt);
+    });
+    return;
+  }
+  if (emit != "codes") throw UsageError("emit must be codes or values, not '" + emit + "'");
+  const uint8_t bits = f.bits <= 8 ? 8 : 16;
+  const CudaArray o = cuda_array(out, "out", {{1, bits, 1}, {0, bits, 1}}, bits == 8 ? "uint8" : "uint16 or int16");
+  same_shape(in, o);
+  on_device([&] {
+    lpx::kernels::encode_device(static_cast<const float*>(in.data), o.data, static_cast<size_t>(in.numel), f, opt);
+  });
+}
+
+void cuda_decode(const py::object& codes, const py::object& out, const std::string& from) {
+  const lpx::ElementFormat f = lpx::format_by_name(from);
+  const uint8_t bits = f.bits <= 8 ? 8 : 16;
+  const CudaArray in = cuda_array(codes, "codes", {{1, bits, 1}, {0, bits, 1}}, bits == 8 ? "uint8" : "uint16 or int16");
+  const CudaArray o = cuda_array(out, "out", {kF32}, "float32");
+  same_shape(in, o);
+  on_device([&] {
+    lpx::kernels::decode_device(in.data, static_cast<float*>(o.data), static_cast<size_t>(in.numel), f);
+  });
+}
+
+void cuda_fake_quantize(const py::object& x, const py::object& out, const QuantizeArgs& a) {
+  if (a.random_words) throw UsageError("random_words are host memory: a CUDA tensor takes seed and stream");
+  const CudaArray in = cuda_array(x, "x", {kF32}, "float32");
+  const CudaArray o = cuda_array(out, "out", {kF32}, "float32");
+  same_shape(in, o);
+  if (in.shape.size() > 2)
+    throw UsageError(fmt::format("a CUDA tensor of shape {} has rank {}; the CUDA kernels take rank 1 or 2",
+                                 shape_text(in.shape), in.shape.size()));
+  const lpx::BlockFormat f = resolve_format(a, in.shape);
+  const lpx::QuantizeOptions opt = quantize_options(a);
+  const size_t rank = in.shape.size();
+  const int64_t rows = rank == 2 ? in.shape[0] : 1, cols = in.shape.back();
+  on_device([&] {
+    namespace k = lpx::kernels;
+    const k::DeviceTensor xt = k::DeviceTensor::values(static_cast<const float*>(in.data), rows, cols);
+    const k::DeviceTensor ot = k::quantized_view(o.data, k::Storage::f32, rows, cols, f, nullptr, nullptr,
+                                                 nullptr, a.headroom_3_4, rank);
+    k::fake_quantize_device(xt, ot, opt);
+  });
 }
 
 // A QuantizedTensor rebuilt from arrays, checked as `lpx dequantize` checks a packed file
@@ -751,6 +910,10 @@ PYBIND11_MODULE(_core, m) {
       .def_readwrite("threads", &QuantizeArgs::threads)
       .def_readwrite("random_words", &QuantizeArgs::random_words);
   m.def("quantize", &quantize);
+  m.def("cuda_available", [] { return lpx::kernels::cuda_available(); });
+  m.def("cuda_cast", &cuda_cast);
+  m.def("cuda_decode", &cuda_decode);
+  m.def("cuda_fake_quantize", &cuda_fake_quantize);
   m.def("fake_quantize", &fake_quantize);
   m.def("dequantize", &dequantize, py::arg("codes"), py::arg("scales"), py::arg("tensor_scale"),
         py::arg("spec"), py::arg("axis"), py::arg("headroom_3_4"), py::arg("threads"),

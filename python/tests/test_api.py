@@ -264,3 +264,15 @@ def test_every_alias_names_its_format():
         if not i.is_integer and i.mantissa_bits > 0:
             above_one = finite[finite > 1].min()
             assert i.eps == above_one - 1
+
+
+def test_large_casts_with_streamed_stores():
+    """Casts of more than 64 MiB of input and output (formats/src/cast.cpp: kStreamBytes)
+    use non-temporal stores; byte codes there crashed on AVX2 (a 16-byte stream of an
+    8-byte vector). The codes equal those of small (unstreamed) casts of the same slices."""
+    n = (14 << 20) + 13  # past the threshold, with a ragged tail
+    x = np.random.default_rng(9).standard_normal(n, dtype=np.float32) * 40
+    for fmt, kw in (("e4m3fn", {}), ("e2m1", dict(overflow="sat")), ("e5m2", dict(round="rtz"))):
+        codes = lpx.cast(x, fmt, **kw)
+        for lo in (0, n // 2 + 3, n - 5000):
+            assert np.array_equal(codes[lo:lo + 5000], lpx.cast(x[lo:lo + 5000], fmt, **kw)), (fmt, lo)

@@ -148,6 +148,20 @@ inline std::vector<CastPath> cast_paths() {
                    fake_quantize_values({std::span<const float>(b.in), shape}, b.out, format, opt);
                  }});
   }
+  // Block quantization to codes and scales (lpx::quantize, the call behind
+  // `lpx quantize --emit packed` and Python's lpx.quantize): float32 in, one code byte per
+  // element out, plus the scale grid. The QuantizedTensor is allocated and first touched
+  // per call, as it is for lpx.quantize (python/bench.py compares the two).
+  for (const char* spec : {"mxfp8_e4m3", "nvfp4"}) {
+    const BlockFormat format = parse_block_format(spec);
+    p.push_back({std::string("quantize ") + spec + " rne", 4, 1, [format](Buffers& b, int t) {
+                   QuantizeOptions opt;
+                   opt.threads = t;
+                   const int64_t shape[1] = {static_cast<int64_t>(b.size())};
+                   const QuantizedTensor q = quantize({std::span<const float>(b.in), shape}, format, opt);
+                   b.codes8[0] = q.codes.empty() ? 0 : q.codes[0];  // keeps the result observable
+                 }});
+  }
   return p;
 }
 
