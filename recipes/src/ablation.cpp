@@ -42,7 +42,10 @@ std::string ablation_recipe_name(const std::string& base, const std::string& mod
 }
 
 std::optional<AblationName> parse_ablation_recipe_name(const std::string& name) {
-  static const std::regex re(R"(^(.+)\.(only|without)-(fwd_x|fwd_w|dgrad_dy|dgrad_w|wgrad_x|wgrad_dy|block[0-9]+|head)$)");
+  // units: role names, blockN, head, and linear layers: the MLP's fcN, or dotted names
+  // ("mlp.fc", "h2.mlp.fc")
+  static const std::regex re(
+      R"(^(.+)\.(only|without)-(fwd_x|fwd_w|dgrad_dy|dgrad_w|wgrad_x|wgrad_dy|block[0-9]+|head|fc[0-9]+|[a-z0-9_]+(?:\.[a-z0-9_]+)+)$)");
   std::smatch m;
   if (!std::regex_match(name, m, re)) return std::nullopt;
   return AblationName{m[1].str(), m[2].str(), m[3].str()};
@@ -119,6 +122,67 @@ std::vector<AblationVariant> ablate_blocks(const Recipe& recipe, int blocks, int
     for (auto* h : {&ho, &hw}) {
       std::sort(h->blocks.begin(), h->blocks.end());
       h->blocks.erase(std::unique(h->blocks.begin(), h->blocks.end()), h->blocks.end());
+    }
+    out.push_back({unit, "only", renamed(only, recipe.name, "only", unit)});
+    out.push_back({unit, "without", renamed(without, recipe.name, "without", unit)});
+  }
+  return out;
+}
+
+namespace {
+// The name of a layer within its block: "h2.mlp.fc" -> "mlp.fc"; names outside blocks stay.
+std::string within_block(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot != std::string::npos && dot >= 2 && name[0] == 'h' &&
+      std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(dot), [](char c) { return c >= '0' && c <= '9'; }))
+    return name.substr(dot + 1);
+  return name;
+}
+}  // namespace
+
+std::vector<AblationVariant> ablate_linears(const Recipe& recipe, const std::vector<LayerInfo>& linears,
+                                            const std::vector<std::string>& units) {
+  bool quantizes = false;
+  for (GemmRole g : kAllGemmRoles) quantizes = quantizes || below_bf16(recipe.role(g));
+  if (!quantizes)
+    throw std::invalid_argument(fmt::format("recipe {} quantizes no GEMM operand below BF16: nothing to ablate", recipe.name));
+  std::vector<std::string> quantized;  // full names of the linears the recipe quantizes
+  std::vector<std::string> possible;   // units: names within a block, then "head"
+  for (const LayerInfo& l : linears)
+    if (!keeps_high_precision(recipe, l)) {
+      quantized.push_back(l.name);
+      const std::string u = within_block(l.name);
+      if (std::find(possible.begin(), possible.end(), u) == possible.end()) possible.push_back(u);
+    }
+  const bool head = !recipe.high_precision.head;
+  if (head) possible.push_back("head");
+  std::vector<std::string> chosen = units.empty() ? possible : std::vector<std::string>();
+  for (const std::string& u : units) {
+    const bool one_layer = std::find(quantized.begin(), quantized.end(), u) != quantized.end();
+    if (!one_layer && std::find(possible.begin(), possible.end(), u) == possible.end())
+      throw std::invalid_argument(fmt::format("recipe {} does not quantize a layer '{}' of this model; it quantizes: {}", recipe.name,
+                                              u, possible.empty() ? std::string("nothing") : join(possible)));
+    if (std::find(chosen.begin(), chosen.end(), u) == chosen.end()) chosen.push_back(u);
+  }
+  if (chosen.empty())
+    throw std::invalid_argument(fmt::format("recipe {} keeps every layer of this model in high precision: nothing to ablate", recipe.name));
+  std::vector<AblationVariant> out;
+  for (const std::string& unit : chosen) {
+    Recipe only = recipe, without = recipe;
+    auto& ho = only.high_precision;
+    auto& hw = without.high_precision;
+    if (unit == "head") {
+      ho.layers.insert(ho.layers.end(), quantized.begin(), quantized.end());
+      hw.head = true;
+    } else {
+      for (const std::string& q : quantized)
+        if (!layer_name_matches(unit, q)) ho.layers.push_back(q);
+      ho.head = true;
+      hw.layers.push_back(unit);
+    }
+    for (auto* h : {&ho, &hw}) {
+      std::sort(h->layers.begin(), h->layers.end());
+      h->layers.erase(std::unique(h->layers.begin(), h->layers.end()), h->layers.end());
     }
     out.push_back({unit, "only", renamed(only, recipe.name, "only", unit)});
     out.push_back({unit, "without", renamed(without, recipe.name, "without", unit)});

@@ -370,7 +370,7 @@ Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
     const json& h = j["high_precision"];
     p.expect_object(h, "high_precision");
     p.check_keys(h, "high_precision", {"first_blocks", "last_blocks", "first_fraction", "last_fraction", "blocks",
-                                       "embeddings", "head", "attention", "format"});
+                                       "layers", "embeddings", "head", "attention", "format"});
     auto& hp = r.high_precision;
     if (h.contains("first_blocks"))
       hp.first_blocks = static_cast<int>(p.integer(h["first_blocks"], "high_precision.first_blocks", 0, 1 << 20));
@@ -391,6 +391,22 @@ Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
         hp.blocks.push_back(static_cast<int>(p.integer(b[i], fmt::format("high_precision.blocks[{}]", i), 0, 1 << 20)));
       std::sort(hp.blocks.begin(), hp.blocks.end());
       hp.blocks.erase(std::unique(hp.blocks.begin(), hp.blocks.end()), hp.blocks.end());
+    }
+    if (h.contains("layers")) {
+      const json& l = h["layers"];
+      if (!l.is_array()) p.fail("high_precision.layers", fmt::format("expected a list of layer names, got {}", l.type_name()));
+      for (size_t i = 0; i < l.size(); ++i) {
+        const std::string path = fmt::format("high_precision.layers[{}]", i);
+        if (!l[i].is_string()) p.fail(path, fmt::format("expected a string, got {}", l[i].type_name()));
+        const std::string name = l[i].get<std::string>();
+        const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+          return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+        });
+        if (!ok) p.fail(path, "a layer name is 1-64 of a-z, 0-9, '_' and '.' (\"h2.mlp.fc\", \"mlp.fc\", \"fc0\")");
+        hp.layers.push_back(name);
+      }
+      std::sort(hp.layers.begin(), hp.layers.end());
+      hp.layers.erase(std::unique(hp.layers.begin(), hp.layers.end()), hp.layers.end());
     }
     if (h.contains("embeddings")) hp.embeddings = p.boolean(h["embeddings"], "high_precision.embeddings");
     if (h.contains("head")) hp.head = p.boolean(h["head"], "high_precision.head");
@@ -443,6 +459,7 @@ std::string Recipe::to_json() const {
   if (high_precision.first_fraction) h["first_fraction"] = *high_precision.first_fraction;
   if (high_precision.last_fraction) h["last_fraction"] = *high_precision.last_fraction;
   if (!high_precision.blocks.empty()) h["blocks"] = high_precision.blocks;
+  if (!high_precision.layers.empty()) h["layers"] = high_precision.layers;
   h["embeddings"] = high_precision.embeddings;
   h["head"] = high_precision.head;
   h["attention"] = high_precision.attention;
@@ -495,7 +512,19 @@ bool keeps_high_precision(const Recipe& recipe, const LayerInfo& layer) {
     case LayerInfo::linear: break;
   }
   return layer.index < hp.first_count(layer.count) || layer.index >= layer.count - hp.last_count(layer.count) ||
-         std::binary_search(hp.blocks.begin(), hp.blocks.end(), layer.index);
+         std::binary_search(hp.blocks.begin(), hp.blocks.end(), layer.index) ||
+         std::any_of(hp.layers.begin(), hp.layers.end(),
+                     [&](const std::string& p) { return layer_name_matches(p, layer.name); });
+}
+
+bool layer_name_matches(std::string_view pattern, std::string_view name) {
+  if (pattern == name) return true;
+  // "h<digits>." + pattern
+  if (name.size() < pattern.size() + 3 || name[0] != 'h') return false;
+  const size_t dot = name.size() - pattern.size() - 1;
+  if (name[dot] != '.' || name.substr(dot + 1) != pattern) return false;
+  return std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(dot),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 namespace {

@@ -559,6 +559,19 @@ void apply_gpt_preset(ModelConfig& cfg, std::string_view name) {
 
 std::string_view gpt_preset_names() { return "gpt-tiny | gpt-small | gpt-medium"; }
 
+std::vector<LayerInfo> linear_layers(const ModelConfig& cfg) {
+  std::vector<LayerInfo> out;
+  if (cfg.kind == ModelKind::gpt) {
+    for (int b = 0; b < cfg.layers; ++b)
+      for (const char* name : {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"})  // as GptModel names them
+        out.push_back(LayerInfo{b, cfg.layers, LayerInfo::linear, fmt::format("h{}.{}", b, name)});
+  } else {
+    const int nl = static_cast<int>(cfg.hidden.size()) + 1;
+    for (int i = 0; i + 1 < nl; ++i) out.push_back(LayerInfo{i, nl, LayerInfo::linear, fmt::format("fc{}", i)});
+  }
+  return out;
+}
+
 std::string_view model_kind_name(ModelKind k) { return kModelKindNames(k); }
 
 ModelKind model_kind_by_name(std::string_view name) {

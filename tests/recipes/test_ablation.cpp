@@ -1,4 +1,4 @@
-// Ablation variants of recipes (recipes/ablation.hpp): which operands and blocks each
+// Ablation variants of recipes (recipes/ablation.hpp): which operands, blocks and linear layers each
 // variant quantizes, that every variant is a valid recipe, and the refusals.
 #include <catch2/catch.hpp>
 
@@ -81,7 +81,64 @@ TEST_CASE("ablate_blocks: one block (or the head) at a time, on top of the recip
   CHECK(ablate_blocks(nv, 8, 8, {"block0"}).size() == 2);
 }
 
+TEST_CASE("ablate_linears: one kind of linear (or one layer, or the head) at a time") {
+  // mxfp4-rne quantizes every layer; a 3-block GPT's linears as the model names them
+  std::vector<LayerInfo> gpt;
+  for (int b = 0; b < 3; ++b)
+    for (const char* n : {"attn.qkv", "attn.proj", "mlp.fc", "mlp.proj"})
+      gpt.push_back(LayerInfo{b, 3, LayerInfo::linear, "h" + std::to_string(b) + "." + n});
+  const Recipe& base = recipe_by_name("mxfp4-rne");
+  const auto v = ablate_linears(base, gpt);
+  REQUIRE(v.size() == 10);  // four kinds and the head, two variants each
+  const Recipe& only_fc = find(v, "mlp.fc", "only").recipe;
+  const Recipe& without_fc = find(v, "mlp.fc", "without").recipe;
+  CHECK(only_fc.name == "mxfp4-rne.only-mlp.fc");
+  for (const LayerInfo& l : gpt) {
+    const bool fc = l.name.ends_with(".mlp.fc");
+    CHECK(keeps_high_precision(only_fc, l) == !fc);
+    CHECK(keeps_high_precision(without_fc, l) == fc);
+  }
+  CHECK(keeps_high_precision(only_fc, LayerInfo{2, 3, LayerInfo::head, "lm_head"}));
+  CHECK_FALSE(keeps_high_precision(without_fc, LayerInfo{2, 3, LayerInfo::head, "lm_head"}));
+  const Recipe& only_head = find(v, "head", "only").recipe;
+  for (const LayerInfo& l : gpt) CHECK(keeps_high_precision(only_head, l));
+  CHECK_FALSE(keeps_high_precision(only_head, LayerInfo{2, 3, LayerInfo::head, "lm_head"}));
+  for (const auto& x : v) CHECK(Recipe::from_json(x.recipe.to_json(), "t").to_json() == x.recipe.to_json());
+  // one layer by its full name: only h1.attn.proj is quantized
+  const auto one = ablate_linears(base, gpt, {"h1.attn.proj"});
+  REQUIRE(one.size() == 2);
+  for (const LayerInfo& l : gpt) CHECK(keeps_high_precision(find(one, "h1.attn.proj", "only").recipe, l) == (l.name != "h1.attn.proj"));
+  CHECK(parse_ablation_recipe_name(one[0].recipe.name)->unit == "h1.attn.proj");
+  // nvfp4 on 3 blocks keeps no block (2/62 and 8/62 of 3 round to 0) but keeps the head
+  const Recipe& nv = recipe_by_name("nvfp4");
+  CHECK(ablate_linears(nv, gpt).size() == 8);  // the head is kept by the recipe
+  CHECK_THROWS_WITH(ablate_linears(nv, gpt, {"head"}), Catch::Contains("does not quantize a layer 'head'"));
+  CHECK_THROWS_WITH(ablate_linears(base, gpt, {"mlp.gate"}), Catch::Contains("mlp.gate") && Catch::Contains("attn.qkv"));
+  CHECK_THROWS_WITH(ablate_linears(recipe_by_name("bf16"), gpt), Catch::Contains("quantizes no GEMM operand below BF16"));
+  // the MLP's layers have no block: each is a unit
+  const std::vector<LayerInfo> mlp = {{0, 3, LayerInfo::linear, "fc0"}, {1, 3, LayerInfo::linear, "fc1"}};
+  const auto m = ablate_linears(base, mlp);
+  REQUIRE(m.size() == 6);
+  CHECK(keeps_high_precision(find(m, "fc1", "only").recipe, mlp[0]));
+  CHECK_FALSE(keeps_high_precision(find(m, "fc1", "only").recipe, mlp[1]));
+}
+
+TEST_CASE("layer names in high_precision.layers match a layer or its name in every block") {
+  CHECK(layer_name_matches("mlp.fc", "h12.mlp.fc"));
+  CHECK(layer_name_matches("h1.mlp.fc", "h1.mlp.fc"));
+  CHECK(layer_name_matches("fc0", "fc0"));
+  CHECK_FALSE(layer_name_matches("mlp.fc", "h1.mlp.fc2"));
+  CHECK_FALSE(layer_name_matches("fc", "h1.mlp.fc"));
+  CHECK_FALSE(layer_name_matches("mlp.fc", "hx.mlp.fc"));
+  CHECK_FALSE(layer_name_matches("fc0", "h1.fc0x"));
+  Recipe r = recipe_by_name("mxfp8");
+  r.high_precision.layers = {"Bad Name"};
+  CHECK_THROWS_WITH(Recipe::from_json(r.to_json(), "t"), Catch::Contains("high_precision.layers[0]"));
+}
+
 TEST_CASE("ablation names parse back, and other names do not") {
+  CHECK(parse_ablation_recipe_name("r.only-h3.attn.qkv")->unit == "h3.attn.qkv");
+  CHECK(parse_ablation_recipe_name("r.without-fc2")->unit == "fc2");
   CHECK(parse_ablation_recipe_name("bitnet-b1.58.only-block12")->base == "bitnet-b1.58");
   CHECK(parse_ablation_recipe_name("x.without-head")->unit == "head");
   CHECK_FALSE(parse_ablation_recipe_name("mxfp4-rne"));

@@ -389,3 +389,35 @@ TEST_CASE("mxfp4-sr-rht's GEMM operands: bf16 forward, E2M1 x 2^k backward with 
     CHECK(get(r, 5).used != get(r, 6).used);
   }
 }
+
+TEST_CASE("linear_layers names the linears each model builds, in model order", "[recipes][roles]") {
+  // the names and LayerInfo that layer ablations (recipes/ablation.hpp) and
+  // high_precision.layers use must be the ones the models give their quantizers
+  for (const bool gpt : {true, false}) {
+    ModelConfig c;
+    if (gpt) {
+      c.kind = ModelKind::gpt;
+      c.vocab = 11;
+      c.context = 4;
+      c.layers = 3;
+      c.channels = 8;
+      c.heads = 2;
+      c.activation = Activation::gelu;
+    } else {
+      c.inputs = 12;
+      c.hidden = {16, 8};
+    }
+    auto m = make_model(c, recipe_by_name("mxfp4-rne"), nullptr, 2, 1);
+    std::vector<LayerInfo> built;
+    for (QuantGemms* q : m->gemm_layers())
+      if (q->info().kind == LayerInfo::linear) built.push_back(q->info());
+    const std::vector<LayerInfo> named = linear_layers(c);
+    REQUIRE(named.size() == built.size());
+    CHECK(named.size() == (gpt ? 12u : 2u));
+    for (size_t i = 0; i < named.size(); ++i) {
+      CHECK(named[i].name == built[i].name);
+      CHECK(named[i].index == built[i].index);
+      CHECK(named[i].count == built[i].count);
+    }
+  }
+}

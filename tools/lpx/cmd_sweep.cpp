@@ -421,15 +421,15 @@ struct Progress {
   }
 };
 
-// --ablate roles|layers RECIPE: writes the recipe's ablation variants (recipes/ablation.hpp)
+// --ablate roles|layers|linears RECIPE: writes the recipe's ablation variants (recipes/ablation.hpp)
 // to OUT/ablation/<name>.json and returns the sweep's recipe list (the recipe, then each
 // variant's file). The model's depth comes from the spec's runs (layers, preset, hidden).
 std::string write_ablation_recipes(const SweepArgs& a, const std::string& text, const std::string& origin,
                                    const SweepOverrides& o) {
   const std::string& kind = a.ablate[0];
   const std::string& name = a.ablate[1];
-  if (kind != "roles" && kind != "layers")
-    throw UsageError(fmt::format("sweep: --ablate '{}' is not roles or layers", printable(kind)));
+  if (kind != "roles" && kind != "layers" && kind != "linears")
+    throw UsageError(fmt::format("sweep: --ablate '{}' is not roles, layers or linears", printable(kind)));
   if (!o.recipes.empty()) throw UsageError("sweep: --ablate gives the recipe; leave out --recipes");
   SweepOverrides first = o;
   first.recipes = name;  // checks the recipe as --recipes would
@@ -463,8 +463,9 @@ std::string write_ablation_recipes(const SweepArgs& a, const std::string& text, 
       for (const auto& r : probe.runs)
         if (r.set.value("layers", json()) != set.value("layers", json()) || r.set.value("preset", json()) != set.value("preset", json()) ||
             r.set.value("hidden", json()) != set.value("hidden", json()))
-          throw UsageError("sweep: --ablate layers needs one model depth for every run and the reference: give layers, "
-                           "preset or hidden in the spec's \"fixed\" (a --set or grid key is not applied to the reference)");
+          throw UsageError(fmt::format("sweep: --ablate {} needs one model depth for every run and the reference: give layers, "
+                                       "preset or hidden in the spec's \"fixed\" (a --set or grid key is not applied to the reference)",
+                                       kind));
       int hidden_layers = static_cast<int>(m.hidden.size());
       if (set.contains("hidden")) {
         const json& h = set["hidden"];
@@ -472,8 +473,13 @@ std::string write_ablation_recipes(const SweepArgs& a, const std::string& text, 
                         : h.is_string() ? static_cast<int>(std::count(h.get<std::string>().begin(), h.get<std::string>().end(), ',')) + 1
                                         : 1;
       }
-      variants = m.kind == sim::ModelKind::gpt ? ablate_blocks(recipe, m.layers, m.layers, units)
-                                               : ablate_blocks(recipe, hidden_layers, hidden_layers + 1, units);
+      if (kind == "linears") {
+        m.hidden.assign(static_cast<size_t>(hidden_layers), 1);  // only their number matters here
+        variants = ablate_linears(recipe, sim::linear_layers(m), units);
+      } else {
+        variants = m.kind == sim::ModelKind::gpt ? ablate_blocks(recipe, m.layers, m.layers, units)
+                                                 : ablate_blocks(recipe, hidden_layers, hidden_layers + 1, units);
+      }
     }
   } catch (const std::invalid_argument& e) {
     throw UsageError(fmt::format("sweep: --ablate {}: {}", kind, e.what()));
@@ -730,10 +736,13 @@ const bool registered = register_command(91, [](CLI::App& app) {
   cmd->add_option("--reference", a->o.reference,
                   "Reference recipe (default fp32): one run per seed and per value of the other grid keys (--set)");
   cmd->add_option("--ablate", a->ablate,
-                  "KIND RECIPE: blame study of RECIPE (KIND roles or layers): the recipe, and for each role (or block, "
-                  "and the head) the recipe with only it quantized and with all but it (lpx report ranks them)")
+                  "KIND RECIPE: blame study of RECIPE (KIND roles, layers or linears): the recipe, and for each role "
+                  "(block and the head; linear layer and the head) the recipe with only it quantized and with all but it "
+                  "(lpx report ranks them)")
       ->expected(2);
-  cmd->add_option("--ablate-units", a->ablate_units, "With --ablate: only these roles (fwd_x,...) or blocks (block0,...,head)");
+  cmd->add_option("--ablate-units", a->ablate_units,
+                  "With --ablate: only these roles (fwd_x,...), blocks (block0,...,head) or linears (mlp.fc: in every "
+                  "block; h2.mlp.fc: one layer; head)");
   add_int_option(cmd, "--jobs", a->jobs, 1, kMaxSweepJobs,
                  "Runs at a time (local: default 1; slurm: the array's %N, default no limit)");
   cmd->add_option("--out", a->out, "Output folder: DIR/<run>/run.h5, DIR/sweep.json");

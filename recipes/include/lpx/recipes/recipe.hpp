@@ -146,6 +146,10 @@ struct HighPrecisionLayers {
   // count are exclusive.
   std::optional<double> first_fraction, last_fraction;
   std::vector<int> blocks;  // more blocks kept, by index, sorted and unique (ablations)
+  // Single linear layers kept, by name (ablations): a layer's full name ("h2.mlp.fc",
+  // "fc0") or its name within every transformer block ("mlp.fc" keeps h0.mlp.fc,
+  // h1.mlp.fc, ...). See layer_name_matches.
+  std::vector<std::string> layers;
   // The numbers of leading and trailing blocks kept in a model of `count` blocks.
   int first_count(int count) const;
   int last_count(int count) const;
@@ -214,9 +218,13 @@ struct LayerInfo {
 
 std::string_view layer_kind_name(LayerInfo::Kind k);  // "linear" | "attention_bmm" | "embedding" | "head"
 
-// linear: index < first_count(count), index >= count - last_count(count), or index in
-// high_precision.blocks; attention_bmm: high_precision.attention; embedding: .embeddings;
-// head: .head.
+// linear: index < first_count(count), index >= count - last_count(count), index in
+// high_precision.blocks, or a name in high_precision.layers; attention_bmm:
+// high_precision.attention; embedding: .embeddings; head: .head.
 bool keeps_high_precision(const Recipe& recipe, const LayerInfo& layer);
+
+// Whether `pattern` names the layer `name`: the same name, or the name within a
+// transformer block, which models prefix with "h<block>." ("mlp.fc" names "h3.mlp.fc").
+bool layer_name_matches(std::string_view pattern, std::string_view name);
 
 }  // namespace lpx

@@ -72,6 +72,13 @@ struct ForwardProbes {
 // 128). Sets kind, layers, channels, heads and context of `cfg`; throws
 // std::invalid_argument naming the presets for any other name.
 void apply_gpt_preset(ModelConfig& cfg, std::string_view name);
+
+// The linear layers (the head and attention products excluded) a model of `cfg` builds, in
+// model order, with the LayerInfo their quantizers get: a GPT's "h<b>.attn.qkv",
+// "h<b>.attn.proj", "h<b>.mlp.fc", "h<b>.mlp.proj" (index b, count = blocks); the MLP's
+// "fc<i>" (count = hidden layers + 1). For layer ablations (recipes/ablation.hpp) without
+// building the model; tests/sim hold it to Model::gemm_layers().
+std::vector<LayerInfo> linear_layers(const ModelConfig& cfg);
 std::string_view gpt_preset_names();  // "gpt-tiny | gpt-small | gpt-medium"
 
 class Model {
