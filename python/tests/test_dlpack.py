@@ -4,8 +4,11 @@ library's device API, which refuses in one line where there is no CUDA module or
 
 No GPU is needed: a CUDA tensor is imitated by a hand-made DLPack capsule (device type
 kDLCUDA) whose pointer is never dereferenced, because the kernels library refuses before
-any CUDA call. test_cuda_tensors_match_the_cpu only runs where torch sees a CUDA device."""
+any CUDA call. Under the CPU stand-in for the CUDA module (ctest
+python_dlpack_mock_module) the imitations point at NumPy buffers and run the whole path.
+test_cuda_tensors_match_the_cpu only runs where torch sees a CUDA device."""
 import ctypes
+import os
 
 import numpy as np
 import pytest
@@ -137,12 +140,12 @@ class FakeCuda:
     pointer is a dummy that nothing may dereference (no CUDA call is made without a
     device)."""
 
-    def __init__(self, shape, code=2, bits=32):
+    def __init__(self, shape, code=2, bits=32, data=0x1000):
         self.shape = tuple(shape)
         self._shape = (ctypes.c_int64 * len(shape))(*shape)
         self._m = _Managed()
         t = self._m.dl_tensor
-        t.data, t.device, t.ndim = 0x1000, _Device(2, 0), len(shape)
+        t.data, t.device, t.ndim = data, _Device(2, 0), len(shape)
         t.dtype = _DType(code, bits, 1)
         t.shape = self._shape
         t.strides = None
@@ -192,3 +195,32 @@ def test_cuda_tensor_argument_errors():
         lpx.fake_quantize(FakeCuda((2, 2, 32)), "mxfp4", out=FakeCuda((2, 2, 32)))
     with pytest.raises(ValueError, match="random_words are host memory"):
         lpx.cast(x, "e4m3", round="sr", random_words=np.zeros(128, np.uint32), out=FakeCuda((4, 32), 1, 8))
+
+
+mock_module = pytest.mark.skipif(not (os.environ.get("LPX_CUDA_MODULE", "").endswith("lpx_cuda_mock.so")
+                                      and _core.cuda_available()),
+                                 reason="needs the CPU stand-in CUDA module (ctest python_dlpack_mock_module)")
+
+
+@mock_module
+def test_cuda_path_through_the_stand_in_module_equals_the_cpu():
+    """Under the CPU stand-in for the CUDA module (device memory is host memory), imitated
+    CUDA tensors over NumPy buffers go the whole CUDA path (capsule, device API, module)
+    and give the CPU path's bits: casts in two modes, decode, and block fake-quantization."""
+    x = sample((8, 64), seed=9, scale=4.0)
+    def cuda_like(a):
+        kind = {np.float32: (2, 32), np.uint8: (1, 8)}[a.dtype.type]
+        return FakeCuda(a.shape, *kind, data=a.ctypes.data)
+    codes = np.zeros(x.shape, np.uint8)
+    lpx.cast(cuda_like(x), "e4m3", out=cuda_like(codes))
+    assert codes.tobytes() == lpx.cast(x, "e4m3").tobytes()
+    values = np.zeros(x.shape, np.float32)
+    lpx.cast(cuda_like(x), "e2m1", round="sr", seed=3, stream=2, sr_bits=8, emit="values", out=cuda_like(values))
+    assert values.tobytes() == lpx.cast(x, "e2m1", round="sr", seed=3, stream=2, sr_bits=8, emit="values").tobytes()
+    decoded = np.zeros(x.shape, np.float32)
+    lpx.decode(cuda_like(codes), "e4m3", out=cuda_like(decoded))
+    assert decoded.tobytes() == lpx.decode(codes, "e4m3").tobytes()
+    for fmt in ("mxfp8_e4m3", "nvfp4", "mxfp4"):
+        y = np.zeros(x.shape, np.float32)
+        lpx.fake_quantize(cuda_like(x), fmt, out=cuda_like(y))
+        assert y.tobytes() == lpx.fake_quantize(x, fmt).tobytes(), fmt
