@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <climits>
 
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/codec.hpp"
