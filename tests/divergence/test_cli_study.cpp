@@ -113,7 +113,9 @@ TEST_CASE("studies: bad input is one line and a usage error") {
     "high_precision": {"last_fraction": 1.25}})";
   const std::string out = " --out " + (d / "o").string();
   const std::pair<std::string, std::string> cases[] = {
-      {"sweep --ablate colours mxfp4-rne" + out, "is not roles or layers"},
+      {"sweep --ablate colours mxfp4-rne" + out, "is not roles, layers or linears"},
+      {"sweep --ablate linears mxfp4-rne --model gpt --ablate-units mlp.gate" + out,
+       "does not quantize a layer 'mlp.gate' of this model; it quantizes: attn.qkv, attn.proj, mlp.fc, mlp.proj, head"},
       {"sweep --ablate roles mxfp4-sr-rht --ablate-units fwd_x" + out, "does not quantize fwd_x"},
       {"sweep --ablate roles bf16" + out, "quantizes no GEMM operand below BF16"},
       {"sweep --ablate-units fwd_x --recipes mxfp8" + out, "--ablate-units needs --ablate"},
@@ -130,6 +132,19 @@ TEST_CASE("studies: bad input is one line and a usage error") {
     CHECK(r.status == 2);
     CHECK(r.err_lines() == 1);
     CHECK(r.err.find(want) != std::string::npos);
+  }
+  // --ablate linears on the default GPT: the four linears of a block and the head, each
+  // quantized alone and left out, as recipe files the sweep runs
+  {
+    auto lin = run_lpx("sweep --ablate linears mxfp4-rne --model gpt --seeds 2 --dry-run --out " + (d / "lin").string(), d);
+    REQUIRE(lin.status == 0);
+    size_t files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(d / "lin" / "ablation")) files += e.path().extension() == ".json";
+    CHECK(files == 10);
+    CHECK(lin.out.find("mxfp4-rne.without-mlp.proj-s1") != std::string::npos);
+    std::ifstream f(d / "lin" / "ablation" / "mxfp4-rne.without-attn.qkv.json");
+    const auto rec = nlohmann::json::parse(f);
+    CHECK(rec["high_precision"]["layers"] == nlohmann::json::array({"attn.qkv"}));
   }
   // lpx report --intervals over a sweep of one seed
   auto r = run_lpx("sweep --recipes mxfp8 --steps 3 --set batch=16,8" + out, d);

@@ -108,7 +108,13 @@ TEST_CASE("invalid recipes name the key path and the allowed values", "[recipes]
   add("negative first blocks", [](json& j) { j["high_precision"]["first_blocks"] = -1; },
       {"high_precision.first_blocks", "out of range", "0.."});
   add("high-precision unknown key", [](json& j) { j["high_precision"]["norms"] = true; },
-      {"high_precision.norms", "first_blocks, last_blocks, first_fraction, last_fraction, blocks, embeddings, head, attention, format"});
+      {"high_precision.norms", "first_blocks, last_blocks, first_fraction, last_fraction, blocks, layers, embeddings, head, attention, format"});
+  add("layers not a list", [](json& j) { j["high_precision"]["layers"] = 3; },
+      {"high_precision.layers", "expected a list of layer names"});
+  add("layer name with capitals", [](json& j) { j["high_precision"]["layers"] = {"mlp.fc", "H0.mlp.fc"}; },
+      {"high_precision.layers[1]", "a layer name is 1-64 of a-z"});
+  add("layer name not a string", [](json& j) { j["high_precision"]["layers"] = {1}; },
+      {"high_precision.layers[0]", "expected a string"});
   add("fraction above 1", [](json& j) { j["high_precision"]["last_fraction"] = 1.5; },
       {"high_precision.last_fraction", "outside [0, 1]"});
   add("negative fraction", [](json& j) { j["high_precision"]["first_fraction"] = -0.1; },
