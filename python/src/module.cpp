@@ -149,17 +149,23 @@ py::tuple format_table(const std::string& name) {
 
 // --- element casts --------------------------------------------------------------------
 
-py::array cast(const CArray<float>& x, const std::string& to, const std::string& round,
-               const std::string& overflow, uint64_t seed, uint32_t stream, int sr_bits,
-               const std::string& emit, int threads, const std::optional<py::array>& out,
-               const std::optional<CArray<uint32_t>>& random_words) {
-  const lpx::ElementFormat f = lpx::format_by_name(to);
+lpx::CastOptions cast_options(const std::string& round, const std::string& overflow, uint64_t seed,
+                              uint32_t stream, int sr_bits) {
   lpx::CastOptions opt;
   opt.round = lpx::rounding_by_name(round);
   opt.overflow = overflow_by_name(overflow);
   opt.seed = seed;
   opt.stream = stream;
   opt.sr_bits = sr_bits;
+  return opt;
+}
+
+py::array cast(const CArray<float>& x, const std::string& to, const std::string& round,
+               const std::string& overflow, uint64_t seed, uint32_t stream, int sr_bits,
+               const std::string& emit, int threads, const std::optional<py::array>& out,
+               const std::optional<CArray<uint32_t>>& random_words) {
+  const lpx::ElementFormat f = lpx::format_by_name(to);
+  lpx::CastOptions opt = cast_options(round, overflow, seed, stream, sr_bits);
   opt.threads = threads;
   if (random_words) {  // the library checks that they cover x (docs/formats.md#caller-given-random-bits)
     opt.random_words = random_words->data();
@@ -437,12 +443,7 @@ void cuda_cast(const py::object& x, const py::object& out, const std::string& to
                const std::string& overflow, uint64_t seed, uint32_t stream, int sr_bits,
                const std::string& emit) {
   const lpx::ElementFormat f = lpx::format_by_name(to);
-  lpx::CastOptions opt;
-  opt.round = lpx::rounding_by_name(round);
-  opt.overflow = overflow_by_name(overflow);
-  opt.seed = seed;
-  opt.stream = stream;
-  opt.sr_bits = sr_bits;
+  const lpx::CastOptions opt = cast_options(round, overflow, seed, stream, sr_bits);
   const CudaArray in = cuda_array(x, "x", {kF32}, "float32");
   if (emit == "values") {
     const CudaArray o = cuda_array(out, "out", {kF32}, "float32");

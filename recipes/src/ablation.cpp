@@ -35,6 +35,45 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// The name of a layer within its block: "h2.mlp.fc" -> "mlp.fc"; names outside blocks stay.
+std::string within_block(const std::string& name) {
+  const size_t dot = name.find('.');
+  if (dot != std::string::npos && dot >= 2 && name[0] == 'h' &&
+      std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(dot), [](char c) { return c >= '0' && c <= '9'; }))
+    return name.substr(dot + 1);
+  return name;
+}
+
+void require_low_precision(const Recipe& recipe) {
+  bool quantizes = false;
+  for (GemmRole g : kAllGemmRoles) quantizes = quantizes || below_bf16(recipe.role(g));
+  if (!quantizes)
+    throw std::invalid_argument(fmt::format("recipe {} quantizes no GEMM operand below BF16: nothing to ablate", recipe.name));
+}
+
+// The units to ablate: every one of `possible` when `units` names none, else the named
+// ones in order without repeats, each one of `possible` or accepted by `also`.
+template <class Also>
+std::vector<std::string> choose_units(const Recipe& recipe, const std::vector<std::string>& possible,
+                                      const std::vector<std::string>& units, const char* kind, const Also& also) {
+  std::vector<std::string> chosen = units.empty() ? possible : std::vector<std::string>();
+  for (const std::string& u : units) {
+    if (!also(u) && std::find(possible.begin(), possible.end(), u) == possible.end())
+      throw std::invalid_argument(fmt::format("recipe {} does not quantize {}'{}' of this model; it quantizes: {}", recipe.name,
+                                              kind, u, possible.empty() ? std::string("nothing") : join(possible)));
+    if (std::find(chosen.begin(), chosen.end(), u) == chosen.end()) chosen.push_back(u);
+  }
+  if (chosen.empty())
+    throw std::invalid_argument(fmt::format("recipe {} keeps every layer of this model in high precision: nothing to ablate", recipe.name));
+  return chosen;
+}
+
+template <class T>
+void sort_unique(std::vector<T>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
 }  // namespace
 
 std::string ablation_recipe_name(const std::string& base, const std::string& mode, const std::string& unit) {
@@ -82,10 +121,7 @@ std::vector<AblationVariant> ablate_roles(const Recipe& recipe, const std::vecto
 
 std::vector<AblationVariant> ablate_blocks(const Recipe& recipe, int blocks, int count,
                                            const std::vector<std::string>& units) {
-  bool quantizes = false;
-  for (GemmRole g : kAllGemmRoles) quantizes = quantizes || below_bf16(recipe.role(g));
-  if (!quantizes)
-    throw std::invalid_argument(fmt::format("recipe {} quantizes no GEMM operand below BF16: nothing to ablate", recipe.name));
+  require_low_precision(recipe);
   std::vector<std::string> possible;
   std::vector<int> quantized_blocks;
   for (int b = 0; b < blocks; ++b)
@@ -93,19 +129,9 @@ std::vector<AblationVariant> ablate_blocks(const Recipe& recipe, int blocks, int
       possible.push_back(fmt::format("block{}", b));
       quantized_blocks.push_back(b);
     }
-  const bool head = !recipe.high_precision.head;
-  if (head) possible.push_back("head");
-  std::vector<std::string> chosen = units.empty() ? possible : std::vector<std::string>();
-  for (const std::string& u : units) {
-    if (std::find(possible.begin(), possible.end(), u) == possible.end())
-      throw std::invalid_argument(fmt::format("recipe {} does not quantize '{}' of this model; it quantizes: {}", recipe.name, u,
-                                              possible.empty() ? std::string("nothing") : join(possible)));
-    if (std::find(chosen.begin(), chosen.end(), u) == chosen.end()) chosen.push_back(u);
-  }
-  if (chosen.empty())
-    throw std::invalid_argument(fmt::format("recipe {} keeps every layer of this model in high precision: nothing to ablate", recipe.name));
+  if (!recipe.high_precision.head) possible.push_back("head");
   std::vector<AblationVariant> out;
-  for (const std::string& unit : chosen) {
+  for (const std::string& unit : choose_units(recipe, possible, units, "", [](const std::string&) { return false; })) {
     Recipe only = recipe, without = recipe;
     auto& ho = only.high_precision;
     auto& hw = without.high_precision;
@@ -119,33 +145,17 @@ std::vector<AblationVariant> ablate_blocks(const Recipe& recipe, int blocks, int
       ho.head = true;
       hw.blocks.push_back(b);
     }
-    for (auto* h : {&ho, &hw}) {
-      std::sort(h->blocks.begin(), h->blocks.end());
-      h->blocks.erase(std::unique(h->blocks.begin(), h->blocks.end()), h->blocks.end());
-    }
+    sort_unique(ho.blocks);
+    sort_unique(hw.blocks);
     out.push_back({unit, "only", renamed(only, recipe.name, "only", unit)});
     out.push_back({unit, "without", renamed(without, recipe.name, "without", unit)});
   }
   return out;
 }
 
-namespace {
-// The name of a layer within its block: "h2.mlp.fc" -> "mlp.fc"; names outside blocks stay.
-std::string within_block(const std::string& name) {
-  const size_t dot = name.find('.');
-  if (dot != std::string::npos && dot >= 2 && name[0] == 'h' &&
-      std::all_of(name.begin() + 1, name.begin() + static_cast<std::ptrdiff_t>(dot), [](char c) { return c >= '0' && c <= '9'; }))
-    return name.substr(dot + 1);
-  return name;
-}
-}  // namespace
-
 std::vector<AblationVariant> ablate_linears(const Recipe& recipe, const std::vector<LayerInfo>& linears,
                                             const std::vector<std::string>& units) {
-  bool quantizes = false;
-  for (GemmRole g : kAllGemmRoles) quantizes = quantizes || below_bf16(recipe.role(g));
-  if (!quantizes)
-    throw std::invalid_argument(fmt::format("recipe {} quantizes no GEMM operand below BF16: nothing to ablate", recipe.name));
+  require_low_precision(recipe);
   std::vector<std::string> quantized;  // full names of the linears the recipe quantizes
   std::vector<std::string> possible;   // units: names within a block, then "head"
   for (const LayerInfo& l : linears)
@@ -154,20 +164,10 @@ std::vector<AblationVariant> ablate_linears(const Recipe& recipe, const std::vec
       const std::string u = within_block(l.name);
       if (std::find(possible.begin(), possible.end(), u) == possible.end()) possible.push_back(u);
     }
-  const bool head = !recipe.high_precision.head;
-  if (head) possible.push_back("head");
-  std::vector<std::string> chosen = units.empty() ? possible : std::vector<std::string>();
-  for (const std::string& u : units) {
-    const bool one_layer = std::find(quantized.begin(), quantized.end(), u) != quantized.end();
-    if (!one_layer && std::find(possible.begin(), possible.end(), u) == possible.end())
-      throw std::invalid_argument(fmt::format("recipe {} does not quantize a layer '{}' of this model; it quantizes: {}", recipe.name,
-                                              u, possible.empty() ? std::string("nothing") : join(possible)));
-    if (std::find(chosen.begin(), chosen.end(), u) == chosen.end()) chosen.push_back(u);
-  }
-  if (chosen.empty())
-    throw std::invalid_argument(fmt::format("recipe {} keeps every layer of this model in high precision: nothing to ablate", recipe.name));
+  if (!recipe.high_precision.head) possible.push_back("head");
+  const auto one_layer = [&](const std::string& u) { return std::find(quantized.begin(), quantized.end(), u) != quantized.end(); };
   std::vector<AblationVariant> out;
-  for (const std::string& unit : chosen) {
+  for (const std::string& unit : choose_units(recipe, possible, units, "a layer ", one_layer)) {
     Recipe only = recipe, without = recipe;
     auto& ho = only.high_precision;
     auto& hw = without.high_precision;
@@ -180,10 +180,8 @@ std::vector<AblationVariant> ablate_linears(const Recipe& recipe, const std::vec
       ho.head = true;
       hw.layers.push_back(unit);
     }
-    for (auto* h : {&ho, &hw}) {
-      std::sort(h->layers.begin(), h->layers.end());
-      h->layers.erase(std::unique(h->layers.begin(), h->layers.end()), h->layers.end());
-    }
+    sort_unique(ho.layers);
+    sort_unique(hw.layers);
     out.push_back({unit, "only", renamed(only, recipe.name, "only", unit)});
     out.push_back({unit, "without", renamed(without, recipe.name, "without", unit)});
   }
