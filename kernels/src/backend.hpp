@@ -28,7 +28,8 @@
 
 namespace lpx::kernels::backend {
 
-inline constexpr uint32_t kAbiVersion = 2;  // 2: ElementFormat gained subnormals, reserved_top
+inline constexpr uint32_t kAbiVersion = 3;  // 2: ElementFormat gained subnormals, reserved_top;
+                                            // 3: quantize_both
 inline constexpr const char* kEntryPoint = "lpx_cuda_backend";
 inline constexpr const char* kModuleFile = "liblpx_cuda.so";
 
@@ -71,6 +72,13 @@ struct Table {
   // two-level (e4m3) amax pass may use; null: one allocated on the stream.
   void (*quantize)(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
                    uint32_t* amax_word, void* stream);
+  // Both GEMM layouts of x in one read: out_rows (x's shape) as quantize(x, out_rows,
+  // opt_rows) and out_cols (the transpose's shape) as quantize(x.transposed(), out_cols,
+  // opt_cols), bit for bit. amax_words: two device uint32 the two-level passes may use
+  // (null: allocated on the stream).
+  void (*quantize_both)(const DeviceTensor& x, const DeviceTensor& out_rows,
+                        const QuantizeOptions& opt_rows, const DeviceTensor& out_cols,
+                        const QuantizeOptions& opt_cols, uint32_t* amax_words, void* stream);
   // q code8 with scales -> out f32 or bf16 (bf16: the tensor scale and headroom are not
   // applied; the BF16 GEMM path puts them into alpha).
   void (*dequantize)(const DeviceTensor& q, const DeviceTensor& out, void* stream);

@@ -1,5 +1,6 @@
 // GPU benchmarks (bench.hpp). Cast and block-format paths (quantize, dequantize, fused
-// fake_quantize for MXFP8, MXFP4, NVFP4, 1x128) run on input_bytes of float32 (1 GiB by default)
+// fake_quantize for MXFP8, MXFP4, NVFP4, 1x128; quantize_both, the row-wise and transposed
+// column-wise codes from one read, for MXFP8, MXFP4, NVFP4) run on input_bytes of float32 (1 GiB by default)
 // and are timed with CUDA events, median of `repetitions` runs after one warm-up; the
 // device-to-device copy of the same input is measured first, and every path is reported
 // as a fraction of its bandwidth (bytes read + written, the copy counted the same way).
@@ -96,7 +97,7 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     Rounding round;
   };
   const size_t cols = n >= 4096 ? 4096 : n, mrows = n / cols, nq = mrows * cols;
-  DeviceBuffer scales(nq / 16 * sizeof(float) + sizeof(float));
+  DeviceBuffer scales(nq / 16 * sizeof(float) + 2 * sizeof(float));  // + two tensor scales
   for (const BlockPath& p : {BlockPath{"mxfp8_e4m3", Rounding::rne}, BlockPath{"mxfp8_e4m3", Rounding::sr},
                              BlockPath{"mxfp4", Rounding::rne}, BlockPath{"mxfp4", Rounding::sr},
                              BlockPath{"nvfp4", Rounding::rne}, BlockPath{"nvfp4", Rounding::sr},
@@ -124,6 +125,17 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     add("fake_quantize " + tag, 2 * nq * sizeof(float) + scale_bytes, [&] {
       fake_quantize_device(in.get<float>(), mrows, cols, f, o, out.get<float>(), sc, sv, ts);
     });
+    if (coded && f.block.kind == BlockShape::Kind::vector && f.block.length <= 32) {
+      // Both GEMM layouts in one read: the row-wise codes and the column-wise codes of
+      // the transpose (the wgrad operand), each with its scales.
+      const DeviceTensor xv = DeviceTensor::values(in.get<float>(), mrows, cols);
+      const DeviceTensor rv = quantized_view(codes.get<uint8_t>(), Storage::code8, mrows, cols, f,
+                                             sc, nullptr, ts);
+      const DeviceTensor cv = quantized_view(codes.get<uint8_t>() + nq, Storage::code8, cols, mrows,
+                                             f, sc + nb, nullptr, ts + 1);
+      add("quantize_both " + tag, nq * (sizeof(float) + 2) + 2 * scale_bytes,
+          [&] { quantize_both_device(xv, rv, o, cv, o); });
+    }
   }
   scales.reset();
   for (int h : {16, 128})

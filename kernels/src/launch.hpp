@@ -19,6 +19,9 @@ void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOption
 // quantize.cu
 void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
               uint32_t* amax_word, void* stream);
+void quantize_both(const DeviceTensor& x, const DeviceTensor& out_rows, const QuantizeOptions& opt_rows,
+                   const DeviceTensor& out_cols, const QuantizeOptions& opt_cols,
+                   uint32_t* amax_words, void* stream);
 void dequantize(const DeviceTensor& q, const DeviceTensor& out, void* stream);
 // hadamard.cu
 void hadamard(const DeviceTensor& in, const DeviceTensor& out, int axis, int n,

@@ -136,6 +136,7 @@ const backend::Table kTable = {
     decode,
     fake_cast,
     quantize,
+    quantize_both,
     dequantize,
     hadamard,
     gemm,

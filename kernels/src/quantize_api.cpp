@@ -85,6 +85,45 @@ void check_quantize_views(const DeviceTensor& x, const DeviceTensor& out, Storag
                                 ": the output view has no block scales (use quantized_view)");
 }
 
+// A device output of quantize_both: codes or values, scales present.
+void check_both_output(const DeviceTensor& out, const char* what) {
+  detail::check_view(out, what);
+  if (out.storage != Storage::f32) detail::check_storage(out, Storage::code8, what);
+  detail::check_format(out.element);
+  if (!out.scales.present)
+    throw std::invalid_argument(std::string("lpx::kernels::") + what +
+                                ": an output view has no block scales (use quantized_view)");
+}
+
+// Device buffers for one quantized output of g (codes, scales, tensor scale) and its view.
+struct DeviceOutput {
+  DeviceBuffer codes, scales, tensor;
+  DeviceTensor view;
+  DeviceOutput(const Geometry& g, const BlockFormat& f)
+      : codes(g.numel()),
+        scales(f.scale_is_code() ? g.nblocks() : g.nblocks() * sizeof(float)),
+        tensor(sizeof(float)) {
+    view = DeviceTensor::codes(codes.get(), g.rows, g.cols, f.element);
+    view.storage = Storage::code8;
+    view.scales = g.scales;
+    view.scales.codes = f.scale_is_code() ? scales.get<uint8_t>() : nullptr;
+    view.scales.values = f.scale_is_code() ? nullptr : scales.get<float>();
+    view.scales.tensor = f.two_level() ? tensor.get<float>() : nullptr;
+  }
+  // Codes, scales and the tensor scale back into q (made by make_result).
+  void fetch(QuantizedTensor& q, const BlockFormat& f) const {
+    q.codes.resize(static_cast<size_t>(view.numel()));
+    copy_to_host(q.codes.data(), codes.get(), q.codes.size());
+    if (f.scale_is_code()) copy_to_host(q.scale_codes.data(), scales.get(), q.scale_codes.size());
+    else copy_to_host(q.scale_values.data(), scales.get(), q.scale_values.size() * sizeof(float));
+    if (f.two_level()) {
+      float ts = 0;
+      copy_to_host(&ts, tensor.get(), sizeof(float));
+      q.tensor_scale = ts;
+    }
+  }
+};
+
 // Host tensors through device buffers: x up, the module's quantize into codes (code8) or
 // values (f32), everything it stored back.
 void quantize_through_device(std::span<const float> x, const Geometry& g, const BlockFormat& f,
@@ -131,6 +170,22 @@ void fake_quantize_device(const DeviceTensor& x, const DeviceTensor& out,
   check_quantize_views(x, out, Storage::f32, "fake_quantize_device");
   check_quantize_options(opt, "fake_quantize_device");
   if (x.numel() > 0) backend::require().quantize(x, out, opt, amax_word, stream);
+}
+
+void quantize_both_device(const DeviceTensor& x, const DeviceTensor& out_rows,
+                          const QuantizeOptions& opt_rows, const DeviceTensor& out_cols,
+                          const QuantizeOptions& opt_cols, void* stream, uint32_t* amax_words) {
+  const char* what = "quantize_both_device";
+  detail::check_view(x, what);
+  detail::check_storage(x, Storage::f32, what);
+  check_both_output(out_rows, what);
+  check_both_output(out_cols, what);
+  detail::check_same_shape(x, out_rows, what);
+  detail::check_same_shape(x.transposed(), out_cols, "quantize_both_device (out_cols is x's transpose)");
+  check_quantize_options(opt_rows, what);
+  check_quantize_options(opt_cols, what);
+  if (x.numel() > 0)
+    backend::require().quantize_both(x, out_rows, opt_rows, out_cols, opt_cols, amax_words, stream);
 }
 
 void dequantize_device(const DeviceTensor& q, const DeviceTensor& out, void* stream) {
@@ -220,6 +275,29 @@ QuantizedTensor quantize_host(std::span<const float> x, std::span<const int64_t>
   if (x.empty()) return q;
   quantize_through_device(x, g, f, opt, q.codes.data(), nullptr, q);
   return q;
+}
+
+QuantizedPair quantize_both_host(std::span<const float> x, int64_t rows, int64_t cols,
+                                 const BlockFormat& f_rows, const QuantizeOptions& opt_rows,
+                                 const BlockFormat& f_cols, const QuantizeOptions& opt_cols) {
+  const int64_t shape[2] = {rows, cols}, shape_t[2] = {cols, rows};
+  const Geometry g = host_geometry(shape, x.size(), f_rows, "quantize_both_host");
+  const Geometry gt = host_geometry(shape_t, x.size(), f_cols, "quantize_both_host");
+  check_quantize_options(opt_rows, "quantize_both_host");
+  check_quantize_options(opt_cols, "quantize_both_host");
+  QuantizedPair out{make_result(shape, g, f_rows, opt_rows), make_result(shape_t, gt, f_cols, opt_cols)};
+  out.rows.codes.assign(x.size(), 0);
+  out.cols.codes.assign(x.size(), 0);
+  if (x.empty()) return out;
+  const backend::Table& t = backend::require();
+  DeviceBuffer d_x(x.size() * sizeof(float));
+  copy_to_device(d_x.get(), x.data(), x.size() * sizeof(float));
+  const DeviceOutput r(g, f_rows), c(gt, f_cols);
+  t.quantize_both(DeviceTensor::values(d_x.get<float>(), rows, cols), r.view, opt_rows, c.view,
+                  opt_cols, nullptr, nullptr);
+  r.fetch(out.rows, f_rows);
+  c.fetch(out.cols, f_cols);
+  return out;
 }
 
 void dequantize_host(const QuantizedTensor& q, std::span<float> out) {

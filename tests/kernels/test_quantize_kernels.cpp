@@ -222,3 +222,107 @@ TEST_CASE("device dequantize and fused fake_quantize equal the CPU bit for bit")
     }
   }
 }
+
+TEST_CASE("quantize_both checks its views before any CUDA call") {
+  std::vector<float> x(64 * 32, 1.0f);
+  std::vector<uint8_t> codes(x.size()), codes_t(x.size()), sc(64), sc_t(64);
+  const BlockFormat mx = parse_block_format("mxfp8_e4m3");
+  const auto in = kernels::DeviceTensor::values(x.data(), 64, 32);
+  const auto rows = kernels::quantized_view(codes.data(), kernels::Storage::code8, 64, 32, mx,
+                                            sc.data(), nullptr, nullptr);
+  const auto cols = kernels::quantized_view(codes_t.data(), kernels::Storage::code8, 32, 64, mx,
+                                            sc_t.data(), nullptr, nullptr);
+  // The column output must have the transpose's shape, not x's.
+  const auto not_transposed = kernels::quantized_view(codes_t.data(), kernels::Storage::code8, 64,
+                                                      32, mx, sc_t.data(), nullptr, nullptr);
+  CHECK_THROWS_WITH(kernels::quantize_both_device(in, rows, {}, not_transposed, {}),
+                    Catch::Contains("transpose"));
+  CHECK_THROWS_WITH(kernels::quantize_both_device(in, cols, {}, cols, {}),
+                    Catch::Contains("shapes differ"));
+  // Outputs need scales, and codes or float32 values (not bfloat16).
+  kernels::DeviceTensor no_scales = cols;
+  no_scales.scales = {};
+  CHECK_THROWS_WITH(kernels::quantize_both_device(in, rows, {}, no_scales, {}),
+                    Catch::Contains("no block scales"));
+  kernels::DeviceTensor bf16 = rows;
+  bf16.storage = kernels::Storage::bf16;
+  CHECK_THROWS_AS(kernels::quantize_both_device(in, bf16, {}, cols, {}), std::invalid_argument);
+  // Codes in, options each checked.
+  CHECK_THROWS_AS(kernels::quantize_both_device(rows, rows, {}, cols, {}), std::invalid_argument);
+  QuantizeOptions sr40;
+  sr40.sr_bits = 40;
+  CHECK_THROWS_WITH(kernels::quantize_both_device(in, rows, {}, cols, sr40), Catch::Contains("sr_bits"));
+  QuantizeOptions piece;
+  piece.whole_tensor_amax = TensorAmax{};
+  CHECK_THROWS_AS(kernels::quantize_both_host(x, 64, 32, mx, piece, mx, {}), std::invalid_argument);
+  // Host form: the data must match the shape; per-tensor blocks are not on the device.
+  CHECK_THROWS_AS(kernels::quantize_both_host(std::span<const float>(x).first(100), 64, 32, mx, {}, mx, {}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(kernels::quantize_both_host(x, 64, 32, mx, {}, parse_block_format("fp8_tensor"), {}),
+                  std::invalid_argument);
+  // Empty: valid, shapes and scale grids of both layouts, no device touched.
+  const kernels::QuantizedPair e = kernels::quantize_both_host({}, 0, 32, mx, {}, mx, {});
+  CHECK(e.rows.shape == std::vector<int64_t>{0, 32});
+  CHECK(e.cols.shape == std::vector<int64_t>{32, 0});
+  if (!kernels::cuda_available())
+    CHECK_THROWS_AS(kernels::quantize_both_host(x, 64, 32, mx, {}, mx, {}), std::runtime_error);
+}
+
+TEST_CASE("quantize_both equals lpx::quantize of x and of its transpose bit for bit") {
+  if (!kernels::cuda_available()) {
+    WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
+    return;
+  }
+  // The transpose is built here, element by element, so the oracle is lpx::quantize on an
+  // ordinary row-major tensor: nothing of the device path's transposed addressing.
+  struct Case {
+    const char *rows, *cols;
+  };
+  const Case cases[] = {{"mxfp8_e4m3", "mxfp8_e4m3"}, {"mxfp4", "mxfp4"},
+                        {"nvfp4", "nvfp4"},           {"mxfp8_e5m2", "nvfp4"},
+                        {"e2m1:b8:e8m0:rceil", "e4m3:b16:e8m0:ceil"},
+                        {"mxfp8_e4m3", "fp8_block128"}};  // 1x128: the two-call path
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{77, 301}, {64, 96}, {1, 40}}) {
+    std::vector<float> x(static_cast<size_t>(rows * cols)), xt(x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const uint32_t r = random_bits(7, 3, i);
+      x[i] = static_cast<float>(static_cast<int32_t>(r)) * 0x1p-31f * (i % 11 == 0 ? 500.0f : 1.0f);
+      if (i % 1013 == 7) x[i] = std::numeric_limits<float>::quiet_NaN();
+      if (i % 2011 == 5) x[i] = -std::numeric_limits<float>::infinity();
+      if (i % 503 == 2) x[i] = 3e-39f;  // float32 subnormal
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        xt[static_cast<size_t>(c * rows + r)] = x[static_cast<size_t>(r * cols + c)];
+    const std::vector<int64_t> shape{rows, cols}, shape_t{cols, rows};
+    for (const Case& k : cases)
+      for (Rounding round : {Rounding::rne, Rounding::sr})
+        for (bool flush : {false, true}) {
+          INFO(k.rows << " / " << k.cols << " on " << rows << " x " << cols << " "
+                      << rounding_name(round) << " flush " << flush);
+          const BlockFormat fr = parse_block_format(k.rows), fc = parse_block_format(k.cols);
+          QuantizeOptions orow, ocol;
+          orow.round = ocol.round = round;
+          orow.seed = ocol.seed = 31;
+          orow.stream = 1;
+          ocol.stream = 2;  // the two layouts draw different random bits, as roles do
+          orow.flush_subnormal_inputs = ocol.flush_subnormal_inputs = flush;
+          ocol.headroom_3_4 = flush;
+          const QuantizedTensor want_r = quantize({x, shape}, fr, orow);
+          const QuantizedTensor want_c = quantize({xt, shape_t}, fc, ocol);
+          const kernels::QuantizedPair got = kernels::quantize_both_host(x, rows, cols, fr, orow, fc, ocol);
+          for (const auto& [want, have] : {std::pair{&want_r, &got.rows}, std::pair{&want_c, &got.cols}}) {
+            CHECK(want->shape == have->shape);
+            CHECK(want->scale_shape == have->scale_shape);
+            CHECK(want->codes == have->codes);
+            CHECK(want->scale_codes == have->scale_codes);
+            REQUIRE(want->scale_values.size() == have->scale_values.size());
+            CHECK(std::memcmp(want->scale_values.data(), have->scale_values.data(),
+                              want->scale_values.size() * sizeof(float)) == 0);
+            REQUIRE(want->tensor_scale.has_value() == have->tensor_scale.has_value());
+            if (want->tensor_scale)
+              CHECK(float_to_bits(*want->tensor_scale) == float_to_bits(*have->tensor_scale));
+          }
+        }
+  }
+}

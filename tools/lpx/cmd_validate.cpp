@@ -3,7 +3,8 @@
 // tolerance): element encode / fake-cast for every named format x rounding x overflow,
 // decode of every code, block quantize / dequantize / fused fake_quantize (MX rows and
 // columns under every scale rule, NVFP4 1x16 and 16x16, 1x128 / 128x128 fp32, ragged
-// shapes, SR with the 3/4 headroom and the subnormal flush) against lpx::quantize /
+// shapes, SR with the 3/4 headroom and the subnormal flush) and quantize_both (both GEMM
+// layouts in one read, against lpx::quantize of x and of its transpose) against lpx::quantize /
 // dequantize / fake_quantize_values (a dequantized NaN equals any NaN: its payload is the
 // executor's), the Hadamard transform against its CPU reference, and the emulator against
 // the hardware's own cvt instructions where the device has them (FP8 on sm_89+; FP6, FP4,
@@ -219,6 +220,38 @@ std::vector<Row> validate_block(const std::string& spec, int axis, Rounding r, b
   return {quant, deq, fake};
 }
 
+// Both layouts in one read (kernels::quantize_both_host) against lpx::quantize of x and
+// of its transpose, built here element by element: codes and scales of both, bit for bit.
+// The two layouts draw SR bits from different streams, as a recipe's roles do.
+Row validate_both(const std::string& spec, Rounding r, uint64_t elements) {
+  const BlockFormat f = parse_block_format(spec);
+  Row row{"quantize_both", spec + " (rows+cols)", std::string(rounding_name(r))};
+  QuantizeOptions orow, ocol;
+  orow.round = ocol.round = r;
+  orow.seed = ocol.seed = 99;
+  orow.stream = 1;
+  ocol.stream = 2;
+  const int64_t cols = 1000 + 37;  // ragged for every block size, both ways
+  for (uint64_t done = 0; done < elements;) {
+    const int64_t rows = 3 + std::max<int64_t>(1, static_cast<int64_t>(std::min<uint64_t>(kChunk, elements - done)) / cols);
+    std::vector<float> x(static_cast<size_t>(rows * cols)), xt(x.size());
+    fill(x, done, f.element);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        xt[static_cast<size_t>(j * rows + i)] = x[static_cast<size_t>(i * cols + j)];
+    const std::vector<int64_t> shape{rows, cols}, shape_t{cols, rows};
+    const QuantizedTensor want_r = quantize({x, shape}, f, orow), want_c = quantize({xt, shape_t}, f, ocol);
+    const kernels::QuantizedPair got = kernels::quantize_both_host(x, rows, cols, f, orow, f, ocol);
+    uint64_t bad = count_scales_differ(want_r, got.rows) + count_scales_differ(want_c, got.cols);
+    for (size_t i = 0; i < x.size(); ++i)
+      bad += (want_r.codes[i] != got.rows.codes[i]) + (want_c.codes[i] != got.cols.codes[i]);
+    row.mismatches += bad;
+    row.elements += x.size();
+    done += x.size();
+  }
+  return row;
+}
+
 Row validate_hadamard(int n, uint64_t elements) {
   Row row{"hadamard", fmt::format("size {}", n), "philox signs"};
   const size_t total = std::max<size_t>(static_cast<size_t>(n), static_cast<size_t>(elements) / static_cast<size_t>(n) * static_cast<size_t>(n));
@@ -372,8 +405,9 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   const uint64_t cast_combos = formats.size() * 6 * 2;
   const uint64_t per_cast = std::max<uint64_t>(1024, elements * 3 / 4 / cast_combos);
   // Block combos: every spec x {rows, columns} x {rne, sr}, plus 3 headroom runs; each
-  // compares quantize, dequantize and fake_quantize (3 rows of per_quant elements).
-  const uint64_t block_combos = std::size(specs) * 2 * 2 + 3;
+  // compares quantize, dequantize and fake_quantize (3 rows of per_quant elements); plus
+  // the 5 quantize_both rows (about two rows' work each).
+  const uint64_t block_combos = std::size(specs) * 2 * 2 + 3 + 4;
   const uint64_t per_quant = std::max<uint64_t>(4096, elements / 5 / (block_combos * 3));
   const uint64_t per_other = std::max<uint64_t>(4096, elements / 20 / 24);  // 4 Hadamard + 17 hw rows
   std::vector<Row> rows;
@@ -396,6 +430,9 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   // The 3/4 headroom and the subnormal flush (Tseng et al.; Rouhani et al.) with SR.
   for (const char* spec : {"mxfp4", "nvfp4", "mxfp8_e4m3"})
     for (const Row& row : validate_block(spec, -1, Rounding::sr, true, per_quant)) report(row);
+  for (const auto& [spec, r] : {std::pair{"mxfp8_e4m3", Rounding::rne}, {"mxfp8_e4m3", Rounding::sr},
+                                {"mxfp4", Rounding::sr}, {"nvfp4", Rounding::rne}, {"nvfp4", Rounding::sr}})
+    report(validate_both(spec, r, per_quant));
   for (int n : {16, 32, 64, 128}) report(validate_hadamard(n, per_other));
   std::vector<std::string> notes;
   for (kernels::HwCvt w : kernels::all_hw_cvts()) {

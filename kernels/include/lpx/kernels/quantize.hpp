@@ -45,6 +45,20 @@ void quantize_device(const DeviceTensor& x, const DeviceTensor& out, const Quant
 void fake_quantize_device(const DeviceTensor& x, const DeviceTensor& out,
                           const QuantizeOptions& opt, void* stream = nullptr,
                           uint32_t* amax_word = nullptr);
+// Both GEMM layouts of one tensor in one read, as Transformer Engine's row-wise plus
+// column-wise quantization: out_rows has x's shape (rows, cols) and gets quantize(x,
+// out_rows, opt_rows); out_cols has the transpose's shape (cols, rows) and gets
+// quantize(x.transposed(), out_cols, opt_cols), i.e. the operand a wgrad GEMM reads, with
+// blocks running down x's columns. Each output is bit for bit the call it replaces (its
+// own SR keys, the transpose's logical index for out_cols) and may hold codes (code8) or
+// fake-quantized values (f32). One read of x when x is contiguous and both outputs have
+// vector blocks of a power of two up to 32 along their rows (MX, NVFP4 1x16); otherwise
+// the two calls run one after the other. amax_words: two device uint32 for the two-level
+// amax passes (null: allocated on the stream).
+void quantize_both_device(const DeviceTensor& x, const DeviceTensor& out_rows,
+                          const QuantizeOptions& opt_rows, const DeviceTensor& out_cols,
+                          const QuantizeOptions& opt_cols, void* stream = nullptr,
+                          uint32_t* amax_words = nullptr);
 // q: codes with their scales (scales.tensor required for e4m3 scales; scales.headroom_3_4
 // applied) -> out float32, or the bfloat16 bits (RNE) of the same values (Storage::bf16).
 void dequantize_device(const DeviceTensor& q, const DeviceTensor& out, void* stream = nullptr);
@@ -82,6 +96,16 @@ void fake_quantize_device(const float* x, size_t rows, size_t cols, const BlockF
 // tensor_scale, shape, scale_shape; amax and stats left 0). shape has rank 1 or 2.
 QuantizedTensor quantize_host(std::span<const float> x, std::span<const int64_t> shape,
                               const BlockFormat& f, const QuantizeOptions& opt);
+
+// quantize_both_device from and to the host: x is (rows, cols) row-major; returns
+// {lpx::quantize(x, f_rows, opt_rows), lpx::quantize(x^T, f_cols, opt_cols)} (x^T of shape
+// (cols, rows)), amax and stats left 0.
+struct QuantizedPair {
+  QuantizedTensor rows, cols;
+};
+QuantizedPair quantize_both_host(std::span<const float> x, int64_t rows, int64_t cols,
+                                 const BlockFormat& f_rows, const QuantizeOptions& opt_rows,
+                                 const BlockFormat& f_cols, const QuantizeOptions& opt_cols);
 
 // lpx::dequantize(q, out) on the device: q.shape has rank 1 or 2; the same checks as the
 // CPU (codes and scales matching the shapes, the tensor scale of a two-level format).
