@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend.hpp"
@@ -152,6 +153,14 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     fill_device(w.get(), 0, s * s * 2);
     const float one[2] = {1.0f, 1.0f};
     copy_to_device(tensor_scales.get(), one, sizeof(one));
+    const double flops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s);
+    auto add_gemm = [&](const std::string& name, const std::function<void()>& run) {
+      GpuBenchRow r;
+      r.seconds = median_seconds(opt.repetitions, run);
+      r.path = name;  // quantized operands: completed with the path that ran, below
+      r.tflops = flops / r.seconds / 1e12;
+      rows.push_back(r);
+    };
     struct Combo {
       const char* name;
       GemmDtype xd, wd;
@@ -162,39 +171,34 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
       const bool fp8 = c.xd != GemmDtype::bf16;
       const GemmOperand xo{x.get(), c.xd, fp8 ? tensor_scales.get<float>() : nullptr};
       const GemmOperand wo{w.get(), c.wd, fp8 ? tensor_scales.get<float>() + 1 : nullptr};
-      GpuBenchRow r;
-      r.path = std::string("gemm ") + c.name + " " + std::to_string(s);
-      r.seconds = median_seconds(opt.repetitions,
-                                 [&] { gemm(s, s, s, xo, wo, y.get(), GemmDtype::bf16); });
-      r.tflops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s) /
-                 r.seconds / 1e12;
-      rows.push_back(r);
+      add_gemm(std::string("gemm ") + c.name + " " + std::to_string(s),
+               [&] { gemm(s, s, s, xo, wo, y.get(), GemmDtype::bf16); });
     }
     // Quantized operands through gemm(QuantizedOperand): whichever path this device takes
     // (named in the row), timed whole: scale tiling / FP4 packing or the BF16 dequantize
-    // included. Zero codes and scales; NVFP4's tensor scales read 1.
-    DeviceBuffer sc(s * s / 16 * 2);
-    fill_device(sc.get(), 0, s * s / 16 * 2);
-    for (const char* spec : {"mxfp8_e4m3", "nvfp4", "mxfp4"}) {
-      const BlockFormat f = parse_block_format(spec);
+    // included. Zero codes and scales; NVFP4's tensor scales read 1. The last pair is
+    // DeepSeek-V3's (X 1x128, W 128x128, float32 scales).
+    const size_t scale_bytes = s * s / 16 * 2;  // covers every pair's two grids
+    DeviceBuffer sc(scale_bytes);
+    fill_device(sc.get(), 0, scale_bytes);
+    for (const auto& [xs, ws] : {std::pair{"mxfp8_e4m3", "mxfp8_e4m3"}, {"nvfp4", "nvfp4"},
+                                 {"mxfp4", "mxfp4"}, {"fp8_block128", "fp8_block128x128"}}) {
       QuantizedOperand xq, wq;
-      xq.format = wq.format = f;
+      xq.format = parse_block_format(xs);
+      wq.format = parse_block_format(ws);
       xq.codes = x.get<uint8_t>();
       wq.codes = w.get<uint8_t>();
       xq.scale_codes = sc.get<uint8_t>();
       wq.scale_codes = sc.get<uint8_t>() + s * s / 16;
+      xq.scale_values = sc.get<float>();  // s * s / 128 words
+      wq.scale_values = sc.get<float>() + s * s / 128;
       xq.tensor_scale = tensor_scales.get<float>();
       wq.tensor_scale = tensor_scales.get<float>() + 1;
       GemmPath path = GemmPath::automatic;
-      GpuBenchRow r;
-      r.seconds = median_seconds(opt.repetitions, [&] {
-        path = gemm(s, s, s, xq, wq, y.get(), GemmDtype::bf16);
-      });
-      r.path = std::string("gemm ") + spec + " " + std::to_string(s) + " (" +
-               std::string(gemm_path_name(path)) + ")";
-      r.tflops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s) /
-                 r.seconds / 1e12;
-      rows.push_back(r);
+      add_gemm(std::string("gemm ") + xs + (std::string(xs) == ws ? "" : std::string(" x ") + ws) + " " +
+                   std::to_string(s),
+               [&] { path = gemm(s, s, s, xq, wq, y.get(), GemmDtype::bf16); });
+      rows.back().path += " (" + std::string(gemm_path_name(path)) + ")";
     }
   }
   return rows;

@@ -8,7 +8,9 @@
 // (float32 device scalars, the default SCALAR_32F mode). Block scales set
 // CUBLASLT_MATMUL_DESC_A/B_SCALE_MODE to VEC32_UE8M0 (MXFP8, MXFP4) or VEC16_UE4M3 (NVFP4) and
 // point A/B_SCALE_POINTER at the scale grid copied into the tiled layout of
-// block_scale_tile_offset (gemm.hpp). FP4 data (CUDA_R_4F_E2M1) is two codes per byte,
+// block_scale_tile_offset (gemm.hpp); Hopper's FP8 path with float32 128-blocks sets
+// VEC128_32F (X, and W when 1x128) or BLK128x128_32F (W) and copies the grids into the
+// layouts of vec128_scale_index / blk128_scale_index. FP4 data (CUDA_R_4F_E2M1) is two codes per byte,
 // the lower k index in the low nibble.
 //
 // The host side (gemm_api.cpp) checks the operands, chooses the path (GemmPath::automatic
@@ -79,7 +81,8 @@ struct LtCall {
   const void* a_scale = nullptr;  // device pointers (null: none)
   const void* b_scale = nullptr;
   bool block_scaled = false;
-  cublasLtMatmulMatrixScale_t scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  cublasLtMatmulMatrixScale_t a_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+  cublasLtMatmulMatrixScale_t b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
   float alpha = 1.0f;
   void* d = nullptr;
   cudaDataType_t d_type = CUDA_R_32F;
@@ -97,8 +100,8 @@ bool run_lt(const LtCall& call, cudaStream_t stream) {
   set(CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta), "TRANSA");
   set(CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb), "TRANSB");
   if (call.block_scaled) {
-    set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &call.scale_mode, sizeof(call.scale_mode), "A_SCALE_MODE");
-    set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &call.scale_mode, sizeof(call.scale_mode), "B_SCALE_MODE");
+    set(CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &call.a_scale_mode, sizeof(call.a_scale_mode), "A_SCALE_MODE");
+    set(CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &call.b_scale_mode, sizeof(call.b_scale_mode), "B_SCALE_MODE");
   }
   if (call.a_scale) set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &call.a_scale, sizeof(call.a_scale), "A_SCALE_POINTER");
   if (call.b_scale) set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &call.b_scale, sizeof(call.b_scale), "B_SCALE_POINTER");
@@ -218,15 +221,16 @@ bool run_block_scaled(const DeviceTensor& x, const DeviceTensor& w, const Device
   c.b_scale = sx.get();
   c.alpha = operand_alpha(x, s) * operand_alpha(w, s);
   if (!fp4) {
-    c.scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+    c.a_scale_mode = c.b_scale_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
     c.a = w.data;
     c.a_type = operand_type(w);
     c.b = x.data;
     c.b_type = operand_type(x);
     return run_lt(c, s);
   }
-  c.scale_mode = path == GemmPath::nvfp4_block_scaled ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3
-                                                      : CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
+  c.a_scale_mode = c.b_scale_mode = path == GemmPath::nvfp4_block_scaled
+                                        ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC16_UE4M3
+                                        : CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0;
   StreamBuffer px(m * k / 2, s), pw(n * k / 2, s);
   pack_fp4_kernel<<<cuda::grid_for(m * k / 2, 256), 256, 0, s>>>(
       static_cast<const uint8_t*>(x.data), m * k / 2, px.get<uint8_t>());
@@ -237,6 +241,66 @@ bool run_block_scaled(const DeviceTensor& x, const DeviceTensor& w, const Device
   c.a_type = CUDA_R_4F_E2M1;
   c.b = px.get();
   c.b_type = CUDA_R_4F_E2M1;
+  return run_lt(c, s);
+}
+
+// The (rows, kblocks) row-major float32 scale grid src into VEC128_32F's layout (vec128: the
+// grid transposed, rows padded to 4) or BLK128x128_32F's (K-blocks padded to 4), zeros in
+// the padding; one thread per destination word.
+__global__ void fp32_scale_layout_kernel(const float* __restrict__ src, size_t rows, size_t kblocks,
+                                         bool vec128, float* __restrict__ dst) {
+  const size_t total = vec128 ? vec128_scale_count(rows, kblocks) : blk128_scale_count(rows, kblocks);
+  const size_t rows_pad = (rows + 3) / 4 * 4, k_pad = (kblocks + 3) / 4 * 4;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const size_t r = vec128 ? i % rows_pad : i / k_pad, c = vec128 ? i / rows_pad : i % k_pad;
+    dst[i] = r < rows && c < kblocks ? src[r * kblocks + c] : 0.0f;
+  }
+}
+
+// The rows of an operand's float32 scale grid (rows for 1x128 blocks, row blocks for
+// 128x128 tiles) and the words of its cuBLASLt layout.
+size_t fp32_scale_rows(const DeviceTensor& q) {
+  const size_t rows = static_cast<size_t>(q.rows);
+  return q.scales.block_rows == 1 ? rows : (rows + 127) / 128;
+}
+size_t fp32_scale_words(const DeviceTensor& q, size_t kblocks) {
+  return q.scales.block_rows == 1 ? vec128_scale_count(fp32_scale_rows(q), kblocks)
+                                  : blk128_scale_count(fp32_scale_rows(q), kblocks);
+}
+
+// The operand's float32 scale grid into dst in the layout of its cuBLASLt scale mode;
+// returns the mode.
+cublasLtMatmulMatrixScale_t fp32_block_scales(const DeviceTensor& q, size_t kblocks, float* dst,
+                                              cudaStream_t s) {
+  const bool vec128 = q.scales.block_rows == 1;
+  const size_t total = fp32_scale_words(q, kblocks);
+  fp32_scale_layout_kernel<<<cuda::grid_for(total, 256), 256, 0, s>>>(
+      q.scales.values, fp32_scale_rows(q), kblocks, vec128, dst);
+  cuda::check(cudaGetLastError(), "fp32_scale_layout_kernel launch");
+  return vec128 ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+}
+
+// Hopper's FP8 GEMM with float32 scales per 1x128 (X) and per 128x128 or 1x128 (W) block,
+// accumulated by cuBLASLt with the scales applied per K-block (DeepSeek-V3's recipe).
+// k % 128 != 0: no algorithm here (the caller falls back).
+bool run_fp8_block128(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y,
+                      cudaStream_t s) {
+  LtCall c = make_call(x, w, y);
+  if (c.k % 128 != 0) return false;
+  const size_t kb = c.k / 128;
+  StreamBuffer sx(fp32_scale_words(x, kb) * sizeof(float), s),
+      sw(fp32_scale_words(w, kb) * sizeof(float), s);
+  c.block_scaled = true;
+  c.b_scale_mode = fp32_block_scales(x, kb, sx.get<float>(), s);
+  c.a_scale_mode = fp32_block_scales(w, kb, sw.get<float>(), s);
+  c.a = w.data;
+  c.a_type = operand_type(w);
+  c.b = x.data;
+  c.b_type = operand_type(x);
+  c.a_scale = sw.get();
+  c.b_scale = sx.get();
+  c.alpha = operand_alpha(x, s) * operand_alpha(w, s);  // the 4/3 of the headroom, if any
   return run_lt(c, s);
 }
 
@@ -283,6 +347,7 @@ bool gemm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, G
     case GemmPath::nvfp4_block_scaled:
     case GemmPath::mxfp4_block_scaled: return run_block_scaled(x, w, y, s, path);
     case GemmPath::fp8_tensor: return run_direct(x, w, y, s);
+    case GemmPath::fp8_block128_scaled: return run_fp8_block128(x, w, y, s);
     case GemmPath::bf16_fallback: return run_bf16_fallback(x, w, y, s);
     case GemmPath::automatic: break;
   }

@@ -34,6 +34,16 @@ bool is_nvfp4(const BlockFormat& f) {
 bool is_mxfp4(const BlockFormat& f) {
   return along_k(f, 32) && f.scale == ScaleFormat::e8m0 && same_element(f.element, fmt4::e2m1);
 }
+// DeepSeek-V3's FP8 operands: 1x128 along k (activations, gradients) or 128x128 tiles
+// (weights), with float32 decode multipliers (fp32 or power-of-two scales).
+bool fp32_scaled_fp8(const BlockFormat& f) {
+  return fp8_element(f.element) && (f.scale == ScaleFormat::fp32 || f.scale == ScaleFormat::pow2);
+}
+bool is_fp8_1x128(const BlockFormat& f) { return along_k(f, 128) && fp32_scaled_fp8(f); }
+bool is_fp8_128x128(const BlockFormat& f) {
+  return f.block.kind == BlockShape::Kind::tile && f.block.rows == 128 && f.block.cols == 128 &&
+         fp32_scaled_fp8(f);
+}
 bool is_fp8_tensor(const BlockFormat& f) {
   return f.block.kind == BlockShape::Kind::tensor && f.scale == ScaleFormat::fp32 &&
          fp8_element(f.element);
@@ -58,6 +68,8 @@ bool formats_fit(GemmPath p, const BlockFormat& x, const BlockFormat& w) {
     case GemmPath::nvfp4_block_scaled: return is_nvfp4(x) && is_nvfp4(w);
     case GemmPath::mxfp4_block_scaled: return is_mxfp4(x) && is_mxfp4(w);
     case GemmPath::fp8_tensor: return is_fp8_tensor(x) && is_fp8_tensor(w) && !both_e5m2(x, w);
+    case GemmPath::fp8_block128_scaled:
+      return is_fp8_1x128(x) && (is_fp8_1x128(w) || is_fp8_128x128(w)) && !both_e5m2(x, w);
     case GemmPath::bf16_fallback: return dequantizable(x) && dequantizable(w);
   }
   return false;
@@ -154,6 +166,7 @@ std::string_view gemm_path_name(GemmPath p) {
     case GemmPath::mxfp4_block_scaled: return "mxfp4 block-scaled";
     case GemmPath::fp8_tensor: return "fp8 per-tensor";
     case GemmPath::bf16_fallback: return "bf16 fallback";
+    case GemmPath::fp8_block128_scaled: return "fp8 1x128/128x128 block-scaled";
   }
   return "?";
 }
@@ -164,6 +177,8 @@ GemmPath choose_gemm_path(const BlockFormat& x, const BlockFormat& w, int cc) {
   if (cc >= 100 && formats_fit(GemmPath::mxfp8_block_scaled, x, w)) return GemmPath::mxfp8_block_scaled;
   if (cc >= 100 && formats_fit(GemmPath::nvfp4_block_scaled, x, w)) return GemmPath::nvfp4_block_scaled;
   if (cc >= 100 && formats_fit(GemmPath::mxfp4_block_scaled, x, w)) return GemmPath::mxfp4_block_scaled;
+  // cuBLASLt runs the float32 128-block scale modes on compute capability 9.0 only.
+  if (cc == 90 && formats_fit(GemmPath::fp8_block128_scaled, x, w)) return GemmPath::fp8_block128_scaled;
   if (cc >= 89 && formats_fit(GemmPath::fp8_tensor, x, w)) return GemmPath::fp8_tensor;
   if (formats_fit(GemmPath::bf16_fallback, x, w)) return GemmPath::bf16_fallback;
   throw std::invalid_argument("lpx::kernels::gemm: no GEMM path takes " + x.spec() + " x " + w.spec() +

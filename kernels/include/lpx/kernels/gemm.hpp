@@ -17,6 +17,8 @@
 //                                                                               alpha = s_dec(X) * s_dec(W)
 //     mxfp4_block_scaled   both MXFP4 (e2m1, e8m0, 1x32 along k)      sm_100+    cuBLASLt VEC32_UE8M0 on FP4 data (where
 //                                                                               cuBLASLt has it; else the fallback)
+//     fp8_block128_scaled  X FP8 1x128 along k, W FP8 128x128 or     sm_90      cuBLASLt VEC128_32F (X) and BLK128x128_32F
+//                          1x128 (DeepSeek-V3), fp32 or pow2 scales   only       or VEC128_32F (W) float32 scales; k % 128 == 0
 //     fp8_tensor           both per-tensor FP8 (fp8_tensor)          sm_89+     gemm(GemmOperand) above
 //     bf16_fallback        anything else with 1xN / Nx1 / tile blocks, any device:
 //                          each operand dequantized on the device to BF16 (block scale
@@ -71,6 +73,7 @@ enum class GemmPath : uint8_t {
   mxfp4_block_scaled,
   fp8_tensor,
   bf16_fallback,
+  fp8_block128_scaled,  // last: added with backend ABI 3
 };
 std::string_view gemm_path_name(GemmPath p);
 
@@ -113,5 +116,16 @@ constexpr size_t block_scale_tile_offset(size_t r, size_t c, size_t kblocks) {
 constexpr size_t block_scale_tile_bytes(size_t rows, size_t kblocks) {
   return (rows + 127) / 128 * ((kblocks + 3) / 4) * 512;
 }
+
+// The float32 scale layouts of the Hopper FP8 block-scaled GEMM (fp8_block128_scaled), as
+// Transformer Engine hands them to cuBLASLt. VEC128_32F (1x128 along k): the (rows,
+// kblocks) grid transposed, rows fastest, the row count padded to a multiple of 4 (16
+// bytes); element index of (r, c):
+constexpr size_t vec128_scale_index(size_t r, size_t c, size_t rows) { return c * ((rows + 3) / 4 * 4) + r; }
+constexpr size_t vec128_scale_count(size_t rows, size_t kblocks) { return kblocks * ((rows + 3) / 4 * 4); }
+// BLK128x128_32F: the (row blocks, kblocks) grid row-major, K-blocks fastest, padded to a
+// multiple of 4.
+constexpr size_t blk128_scale_index(size_t rb, size_t c, size_t kblocks) { return rb * ((kblocks + 3) / 4 * 4) + c; }
+constexpr size_t blk128_scale_count(size_t row_blocks, size_t kblocks) { return row_blocks * ((kblocks + 3) / 4 * 4); }
 
 }  // namespace lpx::kernels
