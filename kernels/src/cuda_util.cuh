@@ -13,8 +13,14 @@
 
 namespace lpx::kernels::cuda {
 
+// Throws on an error, after clearing it: cudaGetLastError() resets a non-sticky error (out
+// of memory, a bad launch configuration), so that the next launch's check does not report
+// this one again. A sticky error (a fault inside a kernel) cannot be cleared: the context
+// stays unusable until the process exits.
 inline void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  cudaGetLastError();
+  throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 // Owning device allocation of `bytes` bytes (freed on scope exit, errors ignored there).

@@ -1,5 +1,6 @@
 // Argument checks of gemm() and the quantized-operand GEMM's path choice (every build),
 // then the CUDA module's GEMM on views (gemm.cu), with the BF16 fallback decided here.
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -13,6 +14,16 @@ namespace lpx::kernels {
 namespace {
 
 bool is_fp8(GemmDtype d) { return d == GemmDtype::e4m3 || d == GemmDtype::e5m2; }
+
+// cuBLASLt's FP8 and block-scaled GEMMs need every matrix 16-byte aligned.
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool quantized_aligned(const QuantizedOperand& x, const QuantizedOperand& w, const void* y) {
+  return aligned16(x.codes) && aligned16(w.codes) && aligned16(y);
+}
+std::string misaligned_message(const char* path) {
+  return std::string("lpx::kernels::gemm: the ") + path +
+         " path needs X, W and Y 16-byte aligned (cuBLASLt's FP8 GEMMs)";
+}
 
 bool same_element(const ElementFormat& a, const ElementFormat& b) {
   return a.name_view() == b.name_view();
@@ -144,7 +155,10 @@ GemmPath run_quantized(size_t m, size_t n, size_t k, const QuantizedOperand& x,
                        GemmPath path) {
   const backend::Table& t = backend::require();
   const bool automatic = path == GemmPath::automatic;
-  const GemmPath p = automatic ? choose_gemm_path(x.format, w.format, t.compute_capability()) : path;
+  GemmPath p = automatic ? choose_gemm_path(x.format, w.format, t.compute_capability()) : path;
+  // A forced path was checked for alignment by the caller; the automatic choice of a
+  // cuBLASLt FP8 path on misaligned buffers takes the BF16 fallback (which copies them).
+  if (!quantized_aligned(x, w, y)) p = GemmPath::bf16_fallback;
   const DeviceTensor xv = operand_view(x, m, k), wv = operand_view(w, n, k),
                      yv = output_view(y, m, n, out_dtype);
   if (p != GemmPath::bf16_fallback && t.gemm(xv, wv, yv, p, stream)) return p;
@@ -202,6 +216,8 @@ void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand&
   if (fp8 && k % 16 != 0)
     throw std::invalid_argument("lpx::kernels::gemm: FP8 needs k % 16 == 0, got k = " +
                                 std::to_string(k));
+  if (fp8 && !(aligned16(x.data) && aligned16(w.data) && aligned16(y)))
+    throw std::invalid_argument(misaligned_message("fp8 per-tensor"));
   if (both_bf16 && (x.scale || w.scale))
     throw std::invalid_argument("lpx::kernels::gemm: scales apply to FP8 operands only");
   // The operands as stored: the module's fp8_tensor path (per-tensor scales where given).
@@ -220,6 +236,8 @@ GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const Qua
   if (!formats_fit(path, x.format, w.format))
     throw std::invalid_argument("lpx::kernels::gemm: the " + std::string(gemm_path_name(path)) +
                                 " path does not take " + x.format.spec() + " x " + w.format.spec());
+  if (path != GemmPath::automatic && path != GemmPath::bf16_fallback && !quantized_aligned(x, w, y))
+    throw std::invalid_argument(misaligned_message(std::string(gemm_path_name(path)).c_str()));
   return run_quantized(m, n, k, x, w, y, out_dtype, stream, path);
 }
 

@@ -69,7 +69,7 @@ void device_name(char* out, size_t out_bytes) {
 
 void* allocate(size_t bytes) {
   void* p = nullptr;
-  if (bytes > 0) cuda::check(cudaMalloc(&p, bytes), "cudaMalloc");
+  if (bytes > 0) cuda::check(cudaMalloc(&p, bytes), ("cudaMalloc of " + std::to_string(bytes) + " bytes").c_str());
   return p;
 }
 

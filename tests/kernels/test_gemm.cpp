@@ -113,6 +113,27 @@ TEST_CASE("the float32 128-block scale layouts place every scale once, rows or K
   }
 }
 
+TEST_CASE("raw gemm checks its arguments before any CUDA call") {
+  using kernels::GemmDtype;
+  alignas(16) static uint8_t x[64 * 64 + 16], w[64 * 64 + 16];
+  alignas(16) static float y[64 * 64 + 4], scale[2] = {1.0f, 1.0f};
+  const kernels::GemmOperand e4{x, GemmDtype::e4m3, scale}, e4w{w, GemmDtype::e4m3, scale + 1};
+  const kernels::GemmOperand e5{x, GemmDtype::e5m2, scale}, bf{x, GemmDtype::bf16, nullptr};
+  CHECK_THROWS_WITH(kernels::gemm(0, 64, 64, e4, e4w, y, GemmDtype::f32), Catch::Contains("zero"));
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 40, e4, e4w, y, GemmDtype::f32), Catch::Contains("k % 16"));
+  CHECK_THROWS_AS(kernels::gemm(64, 64, 64, e4, bf, y, GemmDtype::f32), std::invalid_argument);
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, e5, e5, y, GemmDtype::f32), Catch::Contains("e5m2 x e5m2"));
+  CHECK_THROWS_AS(kernels::gemm(64, 64, 64, e4, e4w, nullptr, GemmDtype::f32), std::invalid_argument);
+  const kernels::GemmOperand bf_scaled{x, GemmDtype::bf16, scale};
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, bf_scaled, bf, y, GemmDtype::f32), Catch::Contains("FP8 operands only"));
+  // Misaligned matrices: one line before any CUDA call (cuBLASLt would fail or fault).
+  const kernels::GemmOperand shifted{x + 1, GemmDtype::e4m3, scale};
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, shifted, e4w, y, GemmDtype::f32), Catch::Contains("16-byte aligned"));
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, e4, e4w, y + 1, GemmDtype::f32), Catch::Contains("16-byte aligned"));
+  if (!kernels::cuda_available())
+    CHECK_THROWS_AS(kernels::gemm(64, 64, 64, e4, e4w, y, GemmDtype::f32), std::runtime_error);
+}
+
 TEST_CASE("quantized gemm checks its arguments before any CUDA call") {
   const BlockFormat mx = fmt("mxfp8_e4m3"), nv = fmt("nvfp4");
   std::vector<uint8_t> bytes(64 * 64);
@@ -138,6 +159,12 @@ TEST_CASE("quantized gemm checks its arguments before any CUDA call") {
   // A forced path that does not take the formats.
   CHECK_THROWS_AS(kernels::gemm(64, 64, 64, a, a, y.data(), f32, nullptr, GemmPath::nvfp4_block_scaled),
                   std::invalid_argument);
+  // cuBLASLt's FP8 paths need 16-byte aligned matrices: a forced path refuses others.
+  std::vector<uint8_t> wide(64 * 64 + 16);
+  kernels::QuantizedOperand shifted = a;
+  shifted.codes = wide.data() + (16 - reinterpret_cast<uintptr_t>(wide.data()) % 16) % 16 + 1;
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, shifted, a, y.data(), f32, nullptr, GemmPath::mxfp8_block_scaled),
+                    Catch::Contains("16-byte aligned"));
   kernels::QuantizedOperand channel = a;
   channel.format = fmt("e4m3:channel:fp32");
   channel.scale_values = floats.data();
