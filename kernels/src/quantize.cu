@@ -38,6 +38,7 @@
 #include "cuda_util.cuh"
 #include "launch.hpp"
 #include "lpx/formats/block_scale.hpp"
+#include "tiled_quantize.hpp"
 
 namespace lpx::kernels::module {
 
@@ -144,37 +145,17 @@ __global__ void dequantize_kernel(DequantParams p, const uint8_t* __restrict__ c
 }
 
 // ---------------------------------------------------------------------------------------
-// The tiled path (header comment).
+// The tiled path (header comment; its plan, shared with the CPU mock module, is
+// tiled_quantize.hpp).
 
-constexpr int kTile = 32;          // tile edge = warp width
-constexpr int kWarpsPerTile = 8;   // CTA of 32 x 8 threads
+using tiled::kTile;
+constexpr int kWarpsPerTile = 8;  // CTA of 32 x 8 threads
 constexpr unsigned kFullMask = 0xffffffffu;
-
-// One output of the tiled kernel, described in x's coordinates (r, c): the row pass has
-// blocks along c (1 x B), the column pass along r (B x 1).
-struct TiledPass {
-  bool on = false;
-  int block = 32;  // B, a power of two <= 32, so blocks never straddle a tile
-  ElementFormat element;
-  bs::ScaleParams scale;
-  QuantizeOptions opt;
-  bool pow2 = false, coded = false, two_level = false;
-  uint8_t* codes = nullptr;  // one of codes / values (fake quantization)
-  float* values = nullptr;
-  int64_t out_r = 0, out_c = 0;  // element (r, c) is at out_r * r + out_c * c
-  uint64_t key_r = 0, key_c = 0;  // its SR key: r * key_r + c * key_c
-  // The scale of the block holding (r, c): across * scale_across + (along / B) *
-  // scale_along, where along is the coordinate the block runs along and across the other.
-  size_t scale_across = 0, scale_along = 0;
-  uint8_t* scale_codes = nullptr;
-  float* scale_values = nullptr;
-  float* tensor_scale = nullptr;
-};
 
 struct TiledParams {
   const float* x;  // contiguous (rows, cols)
   size_t rows, cols, tiles_c, ntiles;
-  TiledPass row, col;
+  tiled::Pass row, col;
 };
 
 // The coalesced tensor amax of a contiguous x (NVFP4's first pass on the tiled path):
@@ -198,8 +179,8 @@ __global__ void flat_amax_kernel(const float* __restrict__ x, size_t n, bool flu
 // One element of a pass, lane-parallel: the amax of its block (the aligned group of
 // q.block lanes; lanes past the tensor's edge add nothing but still take part in the
 // shuffles), the block's scale (stored by the group's first lane), and the element's
-// output word: its code, or the float32 bits of its dequantized value.
-__device__ inline uint32_t tiled_element(const TiledPass& q, float v, bool valid, size_t r,
+// output word. along / across: (r, c) in the pass's block coordinates.
+__device__ inline uint32_t tiled_element(const tiled::Pass& q, float v, bool valid, size_t r,
                                          size_t c, size_t along, size_t across, int lane) {
   bs::Amax a;
   if (valid) a.add(float_to_bits(bs::prepare(v, q.opt)) & kF32AbsMask);
@@ -211,37 +192,20 @@ __device__ inline uint32_t tiled_element(const TiledPass& q, float v, bool valid
   }
   if (!valid) return 0;
   const bs::BlockScale s = bs::block_scale(a, q.scale);
-  if ((lane & (q.block - 1)) == 0) {
-    const size_t b = across * q.scale_across + (along / q.block) * q.scale_along;
-    if (q.coded && q.scale_codes != nullptr) q.scale_codes[b] = s.code;
-    if (!q.coded && q.scale_values != nullptr) q.scale_values[b] = s.dec;
-  }
-  const uint64_t key = r * q.key_r + c * q.key_c;
-  const uint32_t code = bs::quantize_element(v, s, q.pow2, q.element, q.opt, key).code;
-  if (q.codes != nullptr) return code;
-  return float_to_bits(bs::dequant_value(code, bs::stored_dec(s, q.scale.scale), q.element,
-                                         q.two_level, q.scale.tensor_dec, q.opt.headroom_3_4));
+  if ((lane & (q.block - 1)) == 0) tiled::store_scale(q, s, along, across);
+  return tiled::element_word(q, v, s, r, c);
 }
 
-__device__ inline void tiled_store(const TiledPass& q, size_t r, size_t c, uint32_t word) {
-  const int64_t at = static_cast<int64_t>(r) * q.out_r + static_cast<int64_t>(c) * q.out_c;
-  if (q.codes != nullptr) q.codes[at] = static_cast<uint8_t>(word);
-  else q.values[at] = bits_to_float(word);
-}
-
-// The two-level pass's tensor scale from the amax word (as quantize_kernel does).
-__device__ inline void tiled_two_level(TiledPass& q, const uint32_t* tensor_amax_bits) {
+__device__ inline void tiled_two_level(tiled::Pass& q, const uint32_t* tensor_amax_bits) {
   if (!q.on || !q.two_level) return;
-  q.scale.tensor_enc =
-      bs::tensor_encode_scale(bits_to_float(*tensor_amax_bits), q.scale.lim.max_elem);
-  q.scale.tensor_dec = 1.0f / q.scale.tensor_enc;
+  tiled::set_tensor_scale(q, *tensor_amax_bits);
   if (q.tensor_scale != nullptr && blockIdx.x == 0 && threadIdx.x == 0 && threadIdx.y == 0)
     *q.tensor_scale = q.scale.tensor_dec;
 }
 
 __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
     tiled_quantize_kernel(TiledParams p, const uint32_t* tensor_amax_bits) {
-  __shared__ float tile[kTile][kTile + 1];         // +1: column reads hit 32 banks
+  __shared__ float tile[kTile][kTile + 1];       // +1: column reads hit 32 banks
   __shared__ uint32_t staged[kTile][kTile + 1];  // the column pass's words
   tiled_two_level(p.row, tensor_amax_bits);
   tiled_two_level(p.col, tensor_amax_bits);
@@ -260,7 +224,7 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
         const size_t r = r0 + i, c = c0 + lane;
         const bool valid = r < p.rows && c < p.cols;
         const uint32_t w = tiled_element(p.row, tile[i][lane], valid, r, c, c, r, lane);
-        if (valid) tiled_store(p.row, r, c, w);
+        if (valid) tiled::store_word(p.row, r, c, w);
       }
     if (p.col.on) {
       for (int j = warp; j < kTile; j += kWarpsPerTile) {
@@ -272,63 +236,15 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
       for (int k = warp; k < kTile; k += kWarpsPerTile) {
         const int i = col_store_down ? lane : k, j = col_store_down ? k : lane;
         const size_t r = r0 + i, c = c0 + j;
-        if (r < p.rows && c < p.cols) tiled_store(p.col, r, c, staged[i][j]);
+        if (r < p.rows && c < p.cols) tiled::store_word(p.col, r, c, staged[i][j]);
       }
     }
     __syncthreads();  // the tile is reloaded next
   }
 }
 
-bool tiled_block_size(int64_t b) { return b >= 1 && b <= kTile && (b & (b - 1)) == 0; }
-
-// The pass that writes `out` (a view in x's coordinates, blocks br x bc with one of them 1)
-// for x of (rows, cols). transposed_keys: the output is the quantization of x's transpose
-// (quantize_both's column output), so SR keys and the scale grid are the transpose's.
-TiledPass tiled_pass(const DeviceTensor& out, size_t rows, size_t cols, const QuantizeOptions& opt,
-                     bool transposed_keys) {
-  TiledPass q;
-  q.on = true;
-  const bool along_cols = out.scales.block_rows == 1 && !transposed_keys;
-  q.block = static_cast<int>(along_cols ? out.scales.block_cols : out.scales.block_rows);
-  q.element = out.element;
-  q.scale.scale = out.scales.format;
-  q.scale.rule = out.scales.rule;
-  q.scale.lim = bs::limits_of(out.element);
-  q.scale.margin = opt.margin;
-  q.opt = opt;
-  q.opt.history = nullptr;
-  q.pow2 = scale_is_power_of_two(q.scale.scale);
-  q.coded = scale_is_code(q.scale.scale);
-  q.two_level = q.scale.scale == ScaleFormat::e4m3;
-  if (out.storage == Storage::f32) q.values = static_cast<float*>(out.data);
-  else q.codes = static_cast<uint8_t*>(out.data);
-  q.out_r = out.row_stride;
-  q.out_c = out.col_stride;
-  const size_t b = static_cast<size_t>(q.block);
-  if (along_cols) {  // 1 x B over x: key r * cols + c, grid (rows, ceil(cols / B))
-    q.key_r = cols;
-    q.key_c = 1;
-    q.scale_across = (cols + b - 1) / b;
-    q.scale_along = 1;
-  } else if (!transposed_keys) {  // B x 1 over x: key r * cols + c, grid (ceil(rows / B), cols)
-    q.key_r = cols;
-    q.key_c = 1;
-    q.scale_across = 1;
-    q.scale_along = cols;
-  } else {  // 1 x B over x^T: key c * rows + r, grid (cols, ceil(rows / B))
-    q.key_r = 1;
-    q.key_c = rows;
-    q.scale_across = (rows + b - 1) / b;
-    q.scale_along = 1;
-  }
-  q.scale_codes = out.scales.codes;
-  q.scale_values = out.scales.values;
-  q.tensor_scale = out.scales.tensor;
-  return q;
-}
-
 // x and the tensor amax (when a pass needs it) -> the tiled kernel; amax_word as quantize().
-void launch_tiled(const DeviceTensor& x, const TiledPass& row, const TiledPass& col, bool flush,
+void launch_tiled(const DeviceTensor& x, const tiled::Pass& row, const tiled::Pass& col, bool flush,
                   uint32_t* amax_word, cudaStream_t s) {
   TiledParams p{};
   p.x = static_cast<const float*>(x.data);
@@ -357,12 +273,6 @@ void launch_tiled(const DeviceTensor& x, const TiledPass& row, const TiledPass& 
   cuda::check(launched, "tiled_quantize_kernel launch");
 }
 
-// Whether quantize(x, out) takes the tiled path: x contiguous, a vector block of a power of
-// two up to 32 along either axis.
-bool tiled_fits(const DeviceTensor& x, const DeviceTensor& out) {
-  const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
-  return x.contiguous() && ((br == 1 && tiled_block_size(bc)) || (bc == 1 && tiled_block_size(br)));
-}
 
 Params make_params(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt) {
   Params p{};
@@ -389,10 +299,12 @@ Params make_params(const DeviceTensor& x, const DeviceTensor& out, const Quantiz
 void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
               uint32_t* amax_word, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (tiled_fits(x, out)) {
-    const TiledPass q = tiled_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);
+  if (tiled::fits(x, out)) {
+    const tiled::Pass q =
+        tiled::make_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);
     const bool row = out.scales.block_rows == 1;
-    launch_tiled(x, row ? q : TiledPass{}, row ? TiledPass{} : q, opt.flush_subnormal_inputs, amax_word, s);
+    launch_tiled(x, row ? q : tiled::Pass{}, row ? tiled::Pass{} : q, opt.flush_subnormal_inputs,
+                 amax_word, s);
     return;
   }
   const Params p = make_params(x, out, opt);
@@ -442,18 +354,12 @@ void dequantize(const DeviceTensor& q, const DeviceTensor& out, void* stream) {
 void quantize_both(const DeviceTensor& x, const DeviceTensor& out_rows, const QuantizeOptions& opt_rows,
                    const DeviceTensor& out_cols, const QuantizeOptions& opt_cols,
                    uint32_t* amax_words, void* stream) {
-  const DeviceTensor cols_in_x = out_cols.transposed();  // blocks B x 1 over x
-  const bool two_level_rows = out_rows.scales.format == ScaleFormat::e4m3;
-  const bool two_level_cols = out_cols.scales.format == ScaleFormat::e4m3;
-  // One amax pass serves both outputs only when both prepare x alike.
-  const bool one_amax = !(two_level_rows && two_level_cols) ||
-                        opt_rows.flush_subnormal_inputs == opt_cols.flush_subnormal_inputs;
-  if (x.contiguous() && out_rows.scales.block_rows == 1 && tiled_block_size(out_rows.scales.block_cols) &&
-      out_cols.scales.block_rows == 1 && tiled_block_size(out_cols.scales.block_cols) && one_amax) {
+  if (tiled::both_fit(x, out_rows, opt_rows, out_cols, opt_cols)) {
     const size_t rows = static_cast<size_t>(x.rows), cols = static_cast<size_t>(x.cols);
-    const bool flush = two_level_rows ? opt_rows.flush_subnormal_inputs : opt_cols.flush_subnormal_inputs;
-    launch_tiled(x, tiled_pass(out_rows, rows, cols, opt_rows, false),
-                 tiled_pass(cols_in_x, rows, cols, opt_cols, true), flush, amax_words,
+    const bool flush = out_rows.scales.format == ScaleFormat::e4m3 ? opt_rows.flush_subnormal_inputs
+                                                                   : opt_cols.flush_subnormal_inputs;
+    launch_tiled(x, tiled::make_pass(out_rows, rows, cols, opt_rows, false),
+                 tiled::make_pass(out_cols.transposed(), rows, cols, opt_cols, true), flush, amax_words,
                  static_cast<cudaStream_t>(stream));
     return;
   }

@@ -6,6 +6,9 @@
 // sim_test_gpu_train with LPX_CUDA_MODULE pointing here, so the loader's success path,
 // every host-side wrapper, the views they build and sim's --device gpu backend are
 // exercised bit for bit in CPU-only CI. What it cannot check is the CUDA code itself.
+// Block quantization mirrors both of quantize.cu's kernels and its dispatch: the tiled
+// path runs the plan of kernels/src/tiled_quantize.hpp (its tiles, lane groups, keys and
+// indices), so only the shuffles and the shared memory of that kernel go unchecked here.
 // GEMMs: the per-tensor (as stored) and BF16-fallback paths in double; the block-scaled
 // paths report "no algorithm" (as on a device without them). Hardware cvt: not supported.
 #include <algorithm>
@@ -13,9 +16,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../../kernels/src/backend.hpp"
+#include "../../kernels/src/tiled_quantize.hpp"
 #include "lpx/formats/block_scale.hpp"
 #include "lpx/formats/codec.hpp"
 #include "lpx/numerics/hadamard.hpp"
@@ -30,6 +35,7 @@ using kernels::GemmPath;
 using kernels::HwCvt;
 namespace backend = lpx::kernels::backend;
 namespace bs = lpx::block_scaling;
+namespace tiled = lpx::kernels::tiled;
 
 template <class T>
 T& at(const DeviceTensor& t, int64_t r, int64_t c) {
@@ -85,6 +91,53 @@ void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOption
   });
 }
 
+// quantize.cu's tiled kernel (tiled_quantize.hpp): the same 32 x 32 tiles, passes and
+// aligned lane groups, with the lanes of a group run one after the other instead of
+// reduced by shuffles.
+void tiled_run(const DeviceTensor& x, const tiled::Pass& q, bool row_pass, size_t r0, size_t c0) {
+  const auto rows = static_cast<size_t>(x.rows), cols = static_cast<size_t>(x.cols);
+  const auto* xp = static_cast<const float*>(x.data);
+  for (size_t line = 0; line < tiled::kTile; ++line)  // one warp's tile row (column)
+    for (size_t g = 0; g < tiled::kTile; g += static_cast<size_t>(q.block)) {  // one block
+      auto element = [&](size_t lane) {
+        return row_pass ? std::pair{r0 + line, c0 + lane} : std::pair{r0 + lane, c0 + line};
+      };
+      const size_t end = g + static_cast<size_t>(q.block);
+      bs::Amax a;
+      for (size_t lane = g; lane < end; ++lane)
+        if (const auto [r, c] = element(lane); r < rows && c < cols)
+          a.add(float_to_bits(bs::prepare(xp[r * cols + c], q.opt)) & kF32AbsMask);
+      for (size_t lane = g; lane < end; ++lane) {
+        const auto [r, c] = element(lane);
+        if (r >= rows || c >= cols) continue;
+        const bs::BlockScale s = bs::block_scale(a, q.scale);
+        if (lane == g) tiled::store_scale(q, s, row_pass ? c : r, row_pass ? r : c);
+        tiled::store_word(q, r, c, tiled::element_word(q, xp[r * cols + c], s, r, c));
+      }
+    }
+}
+void tiled_quantize(const DeviceTensor& x, tiled::Pass row, tiled::Pass col, bool flush, uint32_t* amax_word) {
+  if ((row.on && row.two_level) || (col.on && col.two_level)) {  // flat_amax_kernel
+    uint32_t amax = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      uint32_t b = float_to_bits(static_cast<const float*>(x.data)[i]) & kF32AbsMask;
+      if (flush && b < 0x800000u) b = 0;
+      if (b < kF32InfBits) amax = std::max(amax, b);
+    }
+    if (amax_word) *amax_word = amax;
+    for (tiled::Pass* q : {&row, &col})
+      if (q->on && q->two_level) {
+        tiled::set_tensor_scale(*q, amax);
+        if (q->tensor_scale) *q->tensor_scale = q->scale.tensor_dec;
+      }
+  }
+  for (int64_t r0 = 0; r0 < x.rows; r0 += tiled::kTile)
+    for (int64_t c0 = 0; c0 < x.cols; c0 += tiled::kTile) {
+      if (row.on) tiled_run(x, row, true, static_cast<size_t>(r0), static_cast<size_t>(c0));
+      if (col.on) tiled_run(x, col, false, static_cast<size_t>(r0), static_cast<size_t>(c0));
+    }
+}
+
 // quantize.cu: one block at a time, the two-level amax first.
 bs::Amax block_amax(const DeviceTensor& x, int64_t r0, int64_t c0, int64_t br, int64_t bc,
                     const QuantizeOptions& o) {
@@ -96,6 +149,13 @@ bs::Amax block_amax(const DeviceTensor& x, int64_t r0, int64_t c0, int64_t br, i
 }
 void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
               uint32_t* amax_word, void*) {
+  if (tiled::fits(x, out)) {
+    const tiled::Pass q =
+        tiled::make_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);
+    const bool row = out.scales.block_rows == 1;
+    tiled_quantize(x, row ? q : tiled::Pass{}, row ? tiled::Pass{} : q, opt.flush_subnormal_inputs, amax_word);
+    return;
+  }
   const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
   const int64_t gr = out.scales.grid_rows(x.rows), gc = out.scales.grid_cols(x.cols);
   bs::ScaleParams p{};
@@ -132,10 +192,18 @@ void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOpti
   }
 }
 
-// The tiled kernel's quantize_both is, by contract, the two calls it fuses.
+// quantize.cu's quantize_both: one tiled read where it fits, else the two calls it fuses.
 void quantize_both(const DeviceTensor& x, const DeviceTensor& out_rows, const QuantizeOptions& opt_rows,
                    const DeviceTensor& out_cols, const QuantizeOptions& opt_cols, uint32_t* amax_words,
                    void* stream) {
+  if (tiled::both_fit(x, out_rows, opt_rows, out_cols, opt_cols)) {
+    const auto rows = static_cast<size_t>(x.rows), cols = static_cast<size_t>(x.cols);
+    const bool flush = out_rows.scales.format == ScaleFormat::e4m3 ? opt_rows.flush_subnormal_inputs
+                                                                   : opt_cols.flush_subnormal_inputs;
+    tiled_quantize(x, tiled::make_pass(out_rows, rows, cols, opt_rows, false),
+                   tiled::make_pass(out_cols.transposed(), rows, cols, opt_cols, true), flush, amax_words);
+    return;
+  }
   quantize(x, out_rows, opt_rows, amax_words, stream);
   quantize(x.transposed(), out_cols, opt_cols, amax_words ? amax_words + 1 : nullptr, stream);
 }

@@ -1,0 +1,145 @@
+// Internal: the plan of the tiled block-quantization path (docs/kernels.md#block-quantization-on-the-device),
+// shared by its CUDA kernel (quantize.cu) and the CPU mock module
+// (tests/kernels/mock_cuda_module.cpp), which runs the same tiles, passes and lane groups
+// as plain loops. Everything here but the shuffles and the shared memory is therefore
+// exercised in CPU-only CI: which calls take the path, the SR keys, the scale-grid and
+// output indices of both passes, and each element's output word.
+//
+// x is a contiguous float32 (rows, cols); tiles are 32 x 32. A pass writes one output,
+// described in x's coordinates (r, c): the row pass has blocks of B along c (1 x B), the
+// column pass of B along r (B x 1), B a power of two up to 32 so that no block straddles
+// a tile and a block is an aligned group of B lanes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "lpx/formats/block_scale.hpp"
+#include "lpx/formats/quantize.hpp"
+#include "lpx/kernels/tensor.hpp"
+
+namespace lpx::kernels::tiled {
+
+namespace bs = block_scaling;
+
+inline constexpr int kTile = 32;  // tile edge = warp width
+
+struct Pass {
+  bool on = false;
+  int block = 32;  // B
+  ElementFormat element;
+  bs::ScaleParams scale;  // tensor_enc / tensor_dec set from the amax (two-level)
+  QuantizeOptions opt;    // history and random_words null (checked on the host)
+  bool pow2 = false, coded = false, two_level = false;
+  uint8_t* codes = nullptr;  // one of codes / values (fake quantization)
+  float* values = nullptr;
+  int64_t out_r = 0, out_c = 0;   // element (r, c) is at out_r * r + out_c * c
+  uint64_t key_r = 0, key_c = 0;  // its SR key: r * key_r + c * key_c
+  // The scale of the block holding (r, c): across * scale_across + (along / B) *
+  // scale_along, where along is the coordinate the block runs along and across the other.
+  size_t scale_across = 0, scale_along = 0;
+  uint8_t* scale_codes = nullptr;
+  float* scale_values = nullptr;
+  float* tensor_scale = nullptr;
+};
+
+inline bool block_fits(int64_t b) { return b >= 1 && b <= kTile && (b & (b - 1)) == 0; }
+
+// Whether quantize(x, out) takes the tiled path: x contiguous, a vector block of up to 32
+// (a power of two) along either axis. Which kernel runs never changes a bit.
+inline bool fits(const DeviceTensor& x, const DeviceTensor& out) {
+  const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
+  return x.contiguous() && ((br == 1 && block_fits(bc)) || (bc == 1 && block_fits(br)));
+}
+
+// Whether quantize_both(x, out_rows, out_cols) fuses its two calls into one tiled read:
+// x contiguous, both outputs with blocks of up to 32 along their rows, and, when both are
+// two-level, one tensor amax for both (both prepare x alike).
+inline bool both_fit(const DeviceTensor& x, const DeviceTensor& out_rows, const QuantizeOptions& opt_rows,
+                     const DeviceTensor& out_cols, const QuantizeOptions& opt_cols) {
+  const bool two_level_both = out_rows.scales.format == ScaleFormat::e4m3 &&
+                              out_cols.scales.format == ScaleFormat::e4m3;
+  return x.contiguous() && out_rows.scales.block_rows == 1 && block_fits(out_rows.scales.block_cols) &&
+         out_cols.scales.block_rows == 1 && block_fits(out_cols.scales.block_cols) &&
+         (!two_level_both || opt_rows.flush_subnormal_inputs == opt_cols.flush_subnormal_inputs);
+}
+
+// The pass that writes `out` (a view in x's coordinates, blocks br x bc with one of them
+// 1) for x of (rows, cols). transposed_keys: the output is the quantization of x's
+// transpose (quantize_both's column output, passed as out_cols.transposed()), so SR keys
+// and the scale grid are the transpose's.
+inline Pass make_pass(const DeviceTensor& out, size_t rows, size_t cols, const QuantizeOptions& opt,
+                      bool transposed_keys) {
+  Pass q;
+  q.on = true;
+  const bool along_cols = out.scales.block_rows == 1 && !transposed_keys;
+  q.block = static_cast<int>(along_cols ? out.scales.block_cols : out.scales.block_rows);
+  q.element = out.element;
+  q.scale.scale = out.scales.format;
+  q.scale.rule = out.scales.rule;
+  q.scale.lim = bs::limits_of(out.element);
+  q.scale.margin = opt.margin;
+  q.opt = opt;
+  q.opt.history = nullptr;
+  q.opt.random_words = nullptr;
+  q.pow2 = scale_is_power_of_two(q.scale.scale);
+  q.coded = scale_is_code(q.scale.scale);
+  q.two_level = q.scale.scale == ScaleFormat::e4m3;
+  if (out.storage == Storage::f32) q.values = static_cast<float*>(out.data);
+  else q.codes = static_cast<uint8_t*>(out.data);
+  q.out_r = out.row_stride;
+  q.out_c = out.col_stride;
+  const size_t b = static_cast<size_t>(q.block);
+  if (along_cols) {  // 1 x B over x: key r * cols + c, grid (rows, ceil(cols / B))
+    q.key_r = cols;
+    q.key_c = 1;
+    q.scale_across = (cols + b - 1) / b;
+    q.scale_along = 1;
+  } else if (!transposed_keys) {  // B x 1 over x: key r * cols + c, grid (ceil(rows / B), cols)
+    q.key_r = cols;
+    q.key_c = 1;
+    q.scale_across = 1;
+    q.scale_along = cols;
+  } else {  // 1 x B over x^T: key c * rows + r, grid (cols, ceil(rows / B))
+    q.key_r = 1;
+    q.key_c = rows;
+    q.scale_across = (rows + b - 1) / b;
+    q.scale_along = 1;
+  }
+  q.scale_codes = out.scales.codes;
+  q.scale_values = out.scales.values;
+  q.tensor_scale = out.scales.tensor;
+  return q;
+}
+
+// The two-level pass's tensor scales from the finite amax bits of x (as the per-block
+// kernel derives them).
+LPX_HD inline void set_tensor_scale(Pass& q, uint32_t amax_bits) {
+  q.scale.tensor_enc = bs::tensor_encode_scale(bits_to_float(amax_bits), q.scale.lim.max_elem);
+  q.scale.tensor_dec = 1.0f / q.scale.tensor_enc;
+}
+
+// The block's scale, stored by the first element of its block; (r, c) is that element.
+LPX_HD inline void store_scale(const Pass& q, const bs::BlockScale& s, size_t along, size_t across) {
+  const size_t b = across * q.scale_across + (along / static_cast<size_t>(q.block)) * q.scale_along;
+  if (q.coded && q.scale_codes != nullptr) q.scale_codes[b] = s.code;
+  if (!q.coded && q.scale_values != nullptr) q.scale_values[b] = s.dec;
+}
+
+// Element (r, c) of a block with scale s: its code, or the float32 bits of its
+// dequantized value (fake quantization).
+LPX_HD inline uint32_t element_word(const Pass& q, float v, const bs::BlockScale& s, size_t r, size_t c) {
+  const uint64_t key = r * q.key_r + c * q.key_c;
+  const uint32_t code = bs::quantize_element(v, s, q.pow2, q.element, q.opt, key).code;
+  if (q.codes != nullptr) return code;
+  return float_to_bits(bs::dequant_value(code, bs::stored_dec(s, q.scale.scale), q.element,
+                                         q.two_level, q.scale.tensor_dec, q.opt.headroom_3_4));
+}
+
+LPX_HD inline void store_word(const Pass& q, size_t r, size_t c, uint32_t word) {
+  const int64_t at = static_cast<int64_t>(r) * q.out_r + static_cast<int64_t>(c) * q.out_c;
+  if (q.codes != nullptr) q.codes[at] = static_cast<uint8_t>(word);
+  else q.values[at] = bits_to_float(word);
+}
+
+}  // namespace lpx::kernels::tiled
