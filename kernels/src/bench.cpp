@@ -1,5 +1,5 @@
 // GPU benchmarks (bench.hpp). Cast and block-format paths (quantize, dequantize, fused
-// fake_quantize for MXFP8, MXFP4, NVFP4, 1x128; quantize_both, the row-wise and transposed
+// fake_quantize for MXFP8, MXFP4, NVFP4, 1x128, per-tensor FP8; quantize_both, the row-wise and transposed
 // column-wise codes from one read, for MXFP8, MXFP4, NVFP4) run on input_bytes of float32 (1 GiB by default)
 // and are timed with CUDA events, median of `repetitions` runs after one warm-up; the
 // device-to-device copy of the same input is measured first, and every path is reported
@@ -102,15 +102,16 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
   for (const BlockPath& p : {BlockPath{"mxfp8_e4m3", Rounding::rne}, BlockPath{"mxfp8_e4m3", Rounding::sr},
                              BlockPath{"mxfp4", Rounding::rne}, BlockPath{"mxfp4", Rounding::sr},
                              BlockPath{"nvfp4", Rounding::rne}, BlockPath{"nvfp4", Rounding::sr},
-                             BlockPath{"fp8_block128", Rounding::rne}}) {
+                             BlockPath{"fp8_block128", Rounding::rne}, BlockPath{"fp8_tensor", Rounding::rne}}) {
     const BlockFormat f = parse_block_format(p.spec);
     QuantizeOptions o;
     o.round = p.round;
     o.seed = 1;
     const bool coded = f.scale_is_code();
-    const int64_t per_block = f.block.kind == BlockShape::Kind::tile ? f.block.rows * f.block.cols
-                                                                      : f.block.length;
-    const size_t nb = nq / static_cast<size_t>(per_block);
+    const size_t nb = f.block.kind == BlockShape::Kind::tensor ? 1
+                      : nq / static_cast<size_t>(f.block.kind == BlockShape::Kind::tile
+                                                     ? f.block.rows * f.block.cols
+                                                     : f.block.length);
     const size_t scale_bytes = nb * (coded ? 1 : sizeof(float));
     uint8_t* sc = coded ? scales.get<uint8_t>() : nullptr;
     float* sv = coded ? nullptr : scales.get<float>();

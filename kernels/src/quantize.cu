@@ -24,6 +24,8 @@
 //                  of a wgrad operand is written with coalesced stores as well. Both passes
 //                  from one load are quantize_both: the row-wise and the column-wise
 //                  (transposed) quantizations of one tensor in one read.
+//   per tensor     a block box covering the tensor (FP8 current scaling): a coalesced
+//                  reduction of the largest |x|, then one thread per element.
 // NVFP4's two-level scale needs the tensor amax first: pass 1 reduces the finite amax
 // with atomicMax on float32 bits (bits of non-negative floats order like their values)
 // into a device word (the caller's, or one allocated on the stream), pass 2 derives s_enc
@@ -243,6 +245,76 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// Per-tensor blocks (FP8 current scaling): the whole tensor is one block. Pass 1 reduces
+// the largest prepared |x| over every element (NaN and Inf included, as Amax::all: bits at
+// or above Inf's make the block non-finite, and below them it equals the finite amax that
+// block_scale reads); pass 2 derives the one scale in every thread and casts element by
+// element, coalesced along the view's logical order.
+
+__global__ void all_amax_kernel(const float* __restrict__ x, Addressing ax, size_t n, bool flush,
+                                uint32_t* amax_bits) {
+  uint32_t m = 0;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    uint32_t b = float_to_bits(x[ax.at(i)]) & kF32AbsMask;
+    if (flush && b < 0x800000u) b = 0;  // bs::prepare's flush
+    m = b > m ? b : m;
+  }
+  for (int off = 16; off > 0; off /= 2) {
+    const uint32_t o = __shfl_xor_sync(kFullMask, m, off);
+    m = o > m ? o : m;
+  }
+  if ((threadIdx.x & 31u) == 0 && m != 0) atomicMax(amax_bits, m);
+}
+
+__global__ void per_tensor_kernel(Params p, const uint32_t* amax_bits, uint8_t* codes, float* out,
+                                  Addressing aout, uint8_t* scale_code, float* scale_value) {
+  bs::Amax a;
+  a.all = *amax_bits;
+  a.finite = a.all < kF32InfBits ? a.all : 0;  // block_scale reads `all` only
+  const bs::BlockScale s = bs::block_scale(a, p.scale);
+  const bool pow2 = scale_is_power_of_two(p.scale.scale), coded = scale_is_code(p.scale.scale);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (coded && scale_code != nullptr) *scale_code = s.code;
+    if (!coded && scale_value != nullptr) *scale_value = s.dec;
+  }
+  const float dec = bs::stored_dec(s, p.scale.scale);
+  const size_t n = p.rows * p.cols;
+  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const uint32_t code = bs::quantize_element(p.x[p.ax.at(i)], s, pow2, p.element, p.opt, i).code;
+    if (codes != nullptr) codes[aout.at(i)] = static_cast<uint8_t>(code);
+    else out[aout.at(i)] = bs::dequant_value(code, dec, p.element, false, 1.0f, p.opt.headroom_3_4);
+  }
+}
+
+// Whether `out`'s block box covers x (per-tensor formats); two-level scales excepted (the
+// per-block kernel runs those).
+bool whole_tensor(const DeviceTensor& x, const DeviceTensor& out) {
+  return out.scales.block_rows >= x.rows && out.scales.block_cols >= x.cols &&
+         out.scales.format != ScaleFormat::e4m3;
+}
+
+void launch_per_tensor(const DeviceTensor& x, const DeviceTensor& out, const Params& p,
+                       uint32_t* amax_word, cudaStream_t s) {
+  uint32_t* amax = amax_word;
+  if (amax == nullptr)
+    cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&amax), sizeof(uint32_t), s), "cudaMallocAsync");
+  cuda::check(cudaMemsetAsync(amax, 0, sizeof(uint32_t), s), "cudaMemsetAsync");
+  const size_t n = p.rows * p.cols;
+  const unsigned grid = std::min(cuda::grid_for(n, 256), 4096u);
+  all_amax_kernel<<<grid, 256, 0, s>>>(p.x, p.ax, n, p.opt.flush_subnormal_inputs, amax);
+  const bool fake = out.storage == Storage::f32;
+  per_tensor_kernel<<<cuda::grid_for(n, 256), 256, 0, s>>>(
+      p, amax, fake ? nullptr : static_cast<uint8_t*>(out.data),
+      fake ? static_cast<float*>(out.data) : nullptr, cuda::addressing(out), out.scales.codes,
+      out.scales.values);
+  const cudaError_t launched = cudaGetLastError();
+  if (amax_word == nullptr) cudaFreeAsync(amax, s);  // after the kernels, in stream order
+  cuda::check(launched, "per-tensor quantize launch");
+}
+
 // x and the tensor amax (when a pass needs it) -> the tiled kernel; amax_word as quantize().
 void launch_tiled(const DeviceTensor& x, const tiled::Pass& row, const tiled::Pass& col, bool flush,
                   uint32_t* amax_word, cudaStream_t s) {
@@ -299,6 +371,10 @@ Params make_params(const DeviceTensor& x, const DeviceTensor& out, const Quantiz
 void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
               uint32_t* amax_word, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
+  if (whole_tensor(x, out)) {
+    launch_per_tensor(x, out, make_params(x, out, opt), amax_word, s);
+    return;
+  }
   if (tiled::fits(x, out)) {
     const tiled::Pass q =
         tiled::make_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);

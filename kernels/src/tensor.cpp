@@ -43,10 +43,12 @@ DeviceScales block_scales(const BlockFormat& f, size_t rank, const char* what) {
       s.block_rows = rank == 2 ? f.block.rows : 1;
       s.block_cols = f.block.cols;
       break;
+    case BlockShape::Kind::tensor:
+      s.block_rows = s.block_cols = kWholeTensorBlock;
+      break;
     default:
       throw std::invalid_argument(std::string("lpx::kernels::") + what +
-                                  ": per-tensor and per-channel blocks are CPU-only (format " +
-                                  f.spec() + ")");
+                                  ": per-channel blocks are CPU-only (format " + f.spec() + ")");
   }
   return s;
 }

@@ -139,7 +139,8 @@ class DeviceOperandBackend final : public OperandBackend {
   QuantizedTensor fake_quantize(TensorView<const float> v, std::span<float> out, const BlockFormat& f,
                                 const QuantizeOptions& opt) override {
     const bool device_format =
-        (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::tile) &&
+        (f.block.kind == BlockShape::Kind::vector || f.block.kind == BlockShape::Kind::tile ||
+         f.block.kind == BlockShape::Kind::tensor) &&
         opt.history == nullptr && !opt.whole_tensor_amax && (v.shape.size() == 1 || v.shape.size() == 2);
     if (!device_format) {
       ++g_fallbacks;

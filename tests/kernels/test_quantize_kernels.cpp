@@ -1,7 +1,7 @@
 // Block quantization, dequantization and fused fake quantization on the device against
 // lpx::quantize() / dequantize() / fake_quantize_values() (the CPU oracle): codes, scales
 // and values bit for bit (a NaN value equals any NaN: its payload is the executor's),
-// over MX / NVFP4 / 1x128 / 16x16 formats, rows and columns, ragged shapes and special
+// over MX / NVFP4 / 1x128 / 16x16 / per-tensor formats, rows and columns, ragged shapes and special
 // inputs; the argument checks always (they precede any CUDA call).
 #include <catch2/catch.hpp>
 
@@ -31,7 +31,8 @@ size_t value_mismatches(const std::vector<float>& a, const std::vector<float>& b
 const char* const kSpecs[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4",
                               "mxint8", "e2m1:b32:e8m0:rceil", "e4m3:b32:e8m0:ceil",
                               "e2m1:b32:e8m0:even", "nvfp4", "nvfp4_2d", "fp8_block128",
-                              "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0"};
+                              "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0",
+                              "fp8_tensor", "e5m2:tensor:fp32", "e4m3:tensor:pow2"};
 
 }  // namespace
 
@@ -42,7 +43,7 @@ TEST_CASE("device quantize rejects what it cannot do, before any CUDA call") {
   CHECK_THROWS_AS(kernels::quantize_host(x, s3, mx, {}), std::invalid_argument);
   CHECK_THROWS_AS(kernels::quantize_host(std::span<const float>(x).first(10), s2, mx, {}),
                   std::invalid_argument);
-  CHECK_THROWS_AS(kernels::quantize_host(x, s2, parse_block_format("fp8_tensor"), {}),
+  CHECK_THROWS_AS(kernels::quantize_host(x, s2, parse_block_format("e4m3:channel:fp32"), {}),
                   std::invalid_argument);
   QuantizeOptions bad;
   bad.sr_bits = 40;
@@ -117,7 +118,7 @@ TEST_CASE("device dequantize and fake_quantize check their arguments before any 
                   std::invalid_argument);
   CHECK_THROWS_AS(kernels::fake_quantize_device(nullptr, 2, 32, mx, {}, out.data()),
                   std::invalid_argument);
-  CHECK_THROWS_AS(kernels::fake_quantize_device(x.data(), 2, 32, parse_block_format("fp8_tensor"),
+  CHECK_THROWS_AS(kernels::fake_quantize_device(x.data(), 2, 32, parse_block_format("e4m3:channel:fp32"),
                                                 {}, out.data()),
                   std::invalid_argument);
   // Empty tensors are valid and touch no device.
@@ -154,6 +155,7 @@ TEST_CASE("device quantize equals lpx::quantize bit for bit") {
         o.round = r;
         o.seed = 11;
         o.stream = 2;
+        o.margin = r == Rounding::sr ? 1 : 0;  // fp32 scales: max / amax / 2^margin
         const QuantizedTensor cpu = quantize({x, shape}, f, o);
         const QuantizedTensor dev = kernels::quantize_host(x, shape, f, o);
         CHECK(cpu.scale_shape == dev.scale_shape);
@@ -255,10 +257,10 @@ TEST_CASE("quantize_both checks its views before any CUDA call") {
   QuantizeOptions piece;
   piece.whole_tensor_amax = TensorAmax{};
   CHECK_THROWS_AS(kernels::quantize_both_host(x, 64, 32, mx, piece, mx, {}), std::invalid_argument);
-  // Host form: the data must match the shape; per-tensor blocks are not on the device.
+  // Host form: the data must match the shape; per-channel blocks are not on the device.
   CHECK_THROWS_AS(kernels::quantize_both_host(std::span<const float>(x).first(100), 64, 32, mx, {}, mx, {}),
                   std::invalid_argument);
-  CHECK_THROWS_AS(kernels::quantize_both_host(x, 64, 32, mx, {}, parse_block_format("fp8_tensor"), {}),
+  CHECK_THROWS_AS(kernels::quantize_both_host(x, 64, 32, mx, {}, parse_block_format("e4m3:channel:fp32"), {}),
                   std::invalid_argument);
   // Empty: valid, shapes and scale grids of both layouts, no device touched.
   const kernels::QuantizedPair e = kernels::quantize_both_host({}, 0, 32, mx, {}, mx, {});

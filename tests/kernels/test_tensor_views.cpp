@@ -66,7 +66,10 @@ TEST_CASE("block_scales: the box of every block shape, the transpose's view") {
   CHECK((tile.block_rows == 128 && tile.block_cols == 128));
   CHECK(kernels::block_scales(parse_block_format("fp8_block128x128"), 1).block_rows == 1);
   CHECK(tile.grid_rows(300) == 3);
-  CHECK_THROWS_AS(kernels::block_scales(parse_block_format("fp8_tensor")), std::invalid_argument);
+  const auto whole = kernels::block_scales(parse_block_format("fp8_tensor"));  // one block, any shape
+  CHECK((whole.grid_rows(1) == 1 && whole.grid_cols(int64_t{1} << 40) == 1 && whole.grid_rows(0) == 0));
+  CHECK(whole.format == ScaleFormat::fp32);
+  CHECK_THROWS_WITH(kernels::block_scales(parse_block_format("e4m3:channel:fp32")), Catch::Contains("per-channel"));
   CHECK_THROWS_AS(kernels::block_scales(parse_block_format("mxfp4"), 3), std::invalid_argument);
 
   float dummy = 0;

@@ -29,15 +29,15 @@ using test::train_losses;
 
 // Every device path: MX 1x32 (rceil, floor; SR + per-call RHT 64 along both axes),
 // NVFP4 1x16 and 16x16 with SR and fixed RHT 16 (11 blocks: block 2 is quantized),
-// 1x128 / 128x128 fp32 scales, bf16 casts (kept attention and head), and per-tensor
-// delayed scaling, which falls back to the CPU.
+// 1x128 / 128x128 fp32 scales, bf16 casts (kept attention and head), per-tensor current
+// scaling, and per-tensor delayed scaling, which falls back to the CPU.
 void check_same_losses_as_cpu(const std::string& device) {
   struct Case {
     const char* recipe;
     int layers;
   };
   for (const Case k : {Case{"mxfp8", 2}, Case{"mxfp4-sr-rht", 2}, Case{"quartet-like", 2}, Case{"nvfp4", 11},
-                       Case{"fp8-blockwise", 2}, Case{"fp8-delayed", 2}}) {
+                       Case{"fp8-blockwise", 2}, Case{"fp8-current", 2}, Case{"fp8-delayed", 2}}) {
     INFO(k.recipe << " on " << device);
     const std::vector<double> cpu = train_losses(small_gpt(k.recipe, k.layers, "cpu"));
     const DeviceCounts before = device_counts();

@@ -3,7 +3,7 @@
 // tolerance): element encode / fake-cast for every named format x rounding x overflow,
 // decode of every code, block quantize / dequantize / fused fake_quantize (MX rows and
 // columns under every scale rule, NVFP4 1x16 and 16x16, 1x128 / 128x128 fp32, ragged
-// shapes, SR with the 3/4 headroom and the subnormal flush) and quantize_both (both GEMM
+// shapes, per-tensor FP8, SR with the 3/4 headroom and the subnormal flush) and quantize_both (both GEMM
 // layouts in one read, against lpx::quantize of x and of its transpose) against lpx::quantize /
 // dequantize / fake_quantize_values (a dequantized NaN equals any NaN: its payload is the
 // executor's), the Hadamard transform against its CPU reference, and the emulator against
@@ -398,7 +398,7 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
   const char* specs[] = {"mxfp8_e4m3", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4", "mxint8",
                          "e4m3:b32:e8m0:rceil", "e2m1:b32:e8m0:rceil", "e2m1:b32:e8m0:ceil",
                          "e2m1:b32:e8m0:even", "nvfp4", "nvfp4_2d", "fp8_block128",
-                         "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0"};
+                         "fp8_block128x128", "e4m3:b128:pow2", "e2m0:16x16:e8m0", "fp8_tensor"};
   const auto formats = named_formats();
   // Budget: the element casts take 3/4 of the elements, the block kernels 1/5, the rest
   // the Hadamard and hardware checks.

@@ -1,7 +1,8 @@
 // Block-scaled quantization on the device, bit-identical to lpx::quantize(),
 // lpx::dequantize() and lpx::fake_quantize() (formats/quantize.hpp, the oracle): MX 1x32
 // blocks along rows or columns (OCP MX v1.0, every scale rule), NVFP4 two-level 1x16 and
-// 16x16 (docs/recipes.md operation order), DeepSeek-V3 1x128 / 128x128 FP32-scaled tiles, and
+// 16x16 (docs/recipes.md operation order), DeepSeek-V3 1x128 / 128x128 FP32-scaled tiles,
+// per-tensor FP8 (current scaling: the tensor's own amax, fp32 scale and margin), and
 // any other 1xN, Nx1 or RxC block of the BlockFormat grammar with e8m0 / pow2 / fp32 /
 // e4m3 scales. The scale rule, the element cast and the dequantized value are the LPX_HD
 // functions of lpx/formats/block_scale.hpp, shared with the CPU library.
@@ -9,10 +10,11 @@
 // Tensors are 1-D (one row) or 2-D (rows, cols) row-major float32. A block is an RxC box:
 //   vector along the last axis  1 x length       vector along axis 0  length x 1
 //   tile                        rows x cols      (1-D input: one row)
+//   tensor                      the whole tensor (scale grid 1 x 1)
 // Ragged edge blocks are shorter, as in the CPU library. The scale grid is
 // (ceil(rows / R), ceil(cols / C)) in C order — lpx::QuantizedTensor::scale_shape.
-// Not on the device (std::invalid_argument): per-tensor and per-channel blocks, an amax
-// history (delayed scaling), ranks above 2. QuantizeStats and amax are not computed.
+// Not on the device (std::invalid_argument): per-channel blocks, an amax history (delayed
+// scaling), ranks above 2. QuantizeStats and amax are not computed.
 //
 // NaN values: a dequantized NaN (a NaN block) is NaN on both executors, but its payload
 // is the executor's (x86 propagates the operand's NaN, NVIDIA GPUs return 0x7FFFFFFF), so

@@ -120,11 +120,15 @@ struct DeviceTensor {
 
 static_assert(std::is_trivially_copyable_v<DeviceTensor>);
 
+// The block box of a per-tensor format: larger than any tensor, so the scale grid is 1 x 1
+// (0 x 0 when empty) and the whole tensor is one block.
+inline constexpr int64_t kWholeTensorBlock = int64_t{1} << 62;
+
 // The block scaling of block format f on a tensor of rank 1 or 2: scale format, rule and
 // block box (vectors along the last axis are 1 x length, along axis 0 length x 1; tiles
-// rows x cols, one row for rank 1); pointers null, headroom off. Calls validate(f);
-// std::invalid_argument for per-tensor and per-channel blocks (not on the device) and for
-// an axis out of range. `what` names the caller in the message.
+// rows x cols, one row for rank 1; per-tensor kWholeTensorBlock both ways); pointers null,
+// headroom off. Calls validate(f); std::invalid_argument for per-channel blocks (not on
+// the device) and for an axis out of range. `what` names the caller in the message.
 DeviceScales block_scales(const BlockFormat& f, size_t rank = 2, const char* what = "block_scales");
 
 // The view of a block-format tensor: codes (code8) or values (f32, as a fake quantization

@@ -14,8 +14,8 @@
 //                       place: the kernel reads columns through the view's strides, the
 //                       host never transposes
 // Fallbacks to the CPU, for what the device does not implement (kernels/quantize.hpp):
-// per-tensor and per-channel blocks (fp8-current, fp8-delayed, bitnet's per-token int8)
-// and delayed scaling's amax history; the ternary absmean quantizer (CPU only). The
+// per-channel blocks (bitnet's per-token int8) and delayed scaling's amax history
+// (fp8-delayed; fp8-current's per-tensor current scaling runs on the device); the ternary absmean quantizer (CPU only). The
 // quantizer's keys, signs and statistics are computed as on the CPU, so a --device gpu
 // run's loss array is bit-identical to --device cpu's; only saturated_pct and
 // clamped_blocks of device-quantized operands are not counted (NaN and -1 in the log).
