@@ -1,31 +1,34 @@
 // Block-quantization kernels over views (lpx/kernels/tensor.hpp): x is a (rows, cols)
 // float32 view, any strides; blocks are the br x bc boxes of the output view's scales; the
 // scale grid is (ceil(rows/br), ceil(cols/bc)), row-major. Stochastic rounding is keyed by
-// the logical row-major index r * cols + c, whatever the strides. The scale rule, the element cast and the
-// dequantized value are the LPX_HD functions of lpx/formats/block_scale.hpp, the very
-// ones formats/src/quantize.cpp runs on the CPU (one codec, many executions).
+// the logical row-major index r * cols + c, whatever the strides. The scale rule, the
+// element cast and the dequantized value are the LPX_HD functions of
+// lpx/formats/block_scale.hpp, the very ones formats/src/quantize.cpp runs on the CPU (one
+// codec, many executions). quantize writes codes; fused fake_quantize dequantizes each
+// element's code at once (dequant_value with the stored scale) and writes only the float32
+// value (lpx::fake_quantize_values). Which kernel runs depends on the view and the block
+// box only (docs/kernels.md#block-quantization-on-the-device):
 //
-//   quantize       one thread per block: amax -> block_scale -> quantize_element per
-//                  element (codes), the order of lpx::quantize().
-//   fake_quantize  the same thread per block, but each element's code is dequantized at
-//                  once (dequant_value with the stored scale) and only the float32 value
-//                  is written: no code array exists (lpx::fake_quantize_values).
+//   per tensor     a box covering the tensor (FP8 current scaling): a coalesced reduction
+//                  of the largest |x|, then one thread per element.
+//   tiled          a contiguous x with blocks of up to 32 x 32 (MX 1x32 and 32x1, NVFP4
+//                  1x16 and 16x16, ...): 32x32 tiles through shared memory, loaded with
+//                  coalesced 128-byte rows by a CTA of 8 warps. A row pass (warp per tile
+//                  row, lane per column) and a column pass (warp per tile column, lane per
+//                  row) each reduce a block's amax with shuffles inside the aligned group
+//                  of B lanes that holds it (a tile format's rows combine their group
+//                  maxima in shared memory) and quantize one element per lane. The column
+//                  pass stages its words in shared memory and stores them in the order that
+//                  is contiguous in its output, so the transposed layout of a wgrad operand
+//                  is written with coalesced stores as well. Both passes from one load are
+//                  quantize_both: the row-wise and the column-wise (transposed)
+//                  quantizations of one tensor in one read. Its plan is tiled_quantize.hpp.
+//   per block      everything else (1x128, 128x128, strided views): one thread per block,
+//                  amax -> block_scale -> quantize_element per element, the order of
+//                  lpx::quantize().
 //   dequantize     one thread per element: the block's stored scale decoded
 //                  (decode_scale) and dequant_value; float32 out, or bfloat16 (RNE) for
 //                  the dequantize-then-BF16 GEMM path (gemm.cu).
-//   tiled          the path for a contiguous x with vector blocks of at most 32 elements
-//                  (MX 1x32 and 32x1, NVFP4 1x16, ...): 32x32 tiles through shared memory,
-//                  loaded with coalesced 128-byte rows by a CTA of 8 warps. A row pass
-//                  (warp per tile row, lane per column) and a column pass (warp per tile
-//                  column, lane per row) each reduce a block's amax with shuffles inside
-//                  the aligned group of B lanes that holds it and quantize one element per
-//                  lane. The column pass stages its words in shared memory and stores them
-//                  in the order that is contiguous in its output, so the transposed layout
-//                  of a wgrad operand is written with coalesced stores as well. Both passes
-//                  from one load are quantize_both: the row-wise and the column-wise
-//                  (transposed) quantizations of one tensor in one read.
-//   per tensor     a block box covering the tensor (FP8 current scaling): a coalesced
-//                  reduction of the largest |x|, then one thread per element.
 // NVFP4's two-level scale needs the tensor amax first: pass 1 reduces the finite amax
 // with atomicMax on float32 bits (bits of non-negative floats order like their values)
 // into a device word (the caller's, or one allocated on the stream), pass 2 derives s_enc
@@ -182,8 +185,9 @@ __global__ void flat_amax_kernel(const float* __restrict__ x, size_t n, bool flu
 // q.block lanes; lanes past the tensor's edge add nothing but still take part in the
 // shuffles), the block's scale (stored by the group's first lane), and the element's
 // output word. along / across: (r, c) in the pass's block coordinates.
-__device__ inline uint32_t tiled_element(const tiled::Pass& q, float v, bool valid, size_t r,
-                                         size_t c, size_t along, size_t across, int lane) {
+// The amax of v's part of its block in this tile line: the aligned group of q.block lanes
+// (lanes past the tensor's edge add nothing but still take part in the shuffles).
+__device__ inline bs::Amax group_amax(const tiled::Pass& q, float v, bool valid) {
   bs::Amax a;
   if (valid) a.add(float_to_bits(bs::prepare(v, q.opt)) & kF32AbsMask);
   for (int off = q.block / 2; off > 0; off /= 2) {
@@ -192,9 +196,15 @@ __device__ inline uint32_t tiled_element(const tiled::Pass& q, float v, bool val
     o.finite = __shfl_xor_sync(kFullMask, a.finite, off);
     a.merge(o);
   }
-  if (!valid) return 0;
+  return a;
+}
+
+// One element given its block's amax: the scale (stored by the block's first element) and
+// the element's output word.
+__device__ inline uint32_t tiled_element(const tiled::Pass& q, float v, const bs::Amax& a, size_t r,
+                                         size_t c, size_t along, size_t across) {
   const bs::BlockScale s = bs::block_scale(a, q.scale);
-  if ((lane & (q.block - 1)) == 0) tiled::store_scale(q, s, along, across);
+  if (tiled::leads(q, along, across)) tiled::store_scale(q, s, along, across);
   return tiled::element_word(q, v, s, r, c);
 }
 
@@ -209,8 +219,12 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
     tiled_quantize_kernel(TiledParams p, const uint32_t* tensor_amax_bits) {
   __shared__ float tile[kTile][kTile + 1];       // +1: column reads hit 32 banks
   __shared__ uint32_t staged[kTile][kTile + 1];  // the column pass's words
+  // Tile formats (R x B, R > 1): each tile row's group amaxes, [row][group], for the rows
+  // of a block to combine (its rows belong to different warps).
+  __shared__ uint32_t line_all[kTile][kTile], line_finite[kTile][kTile];
   tiled_two_level(p.row, tensor_amax_bits);
   tiled_two_level(p.col, tensor_amax_bits);
+  static_assert(kTile % kWarpsPerTile == 0);
   const int lane = static_cast<int>(threadIdx.x), warp = static_cast<int>(threadIdx.y);
   // The column pass's stores run down its output's contiguous axis.
   const bool col_store_down = p.col.out_r == 1 || p.col.out_r == -1;
@@ -221,18 +235,41 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
       tile[i][lane] = r < p.rows && c < p.cols ? p.x[r * p.cols + c] : 0.0f;
     }
     __syncthreads();
-    if (p.row.on)
+    if (p.row.on && p.row.block_across == 1)
       for (int i = warp; i < kTile; i += kWarpsPerTile) {
         const size_t r = r0 + i, c = c0 + lane;
         const bool valid = r < p.rows && c < p.cols;
-        const uint32_t w = tiled_element(p.row, tile[i][lane], valid, r, c, c, r, lane);
-        if (valid) tiled::store_word(p.row, r, c, w);
+        const bs::Amax a = group_amax(p.row, tile[i][lane], valid);
+        if (valid) tiled::store_word(p.row, r, c, tiled_element(p.row, tile[i][lane], a, r, c, c, r));
       }
+    if (p.row.on && p.row.block_across > 1) {
+      for (int i = warp; i < kTile; i += kWarpsPerTile) {
+        const bool valid = r0 + i < p.rows && c0 + lane < p.cols;
+        const bs::Amax a = group_amax(p.row, tile[i][lane], valid);
+        if (lane % p.row.block == 0) {
+          line_all[i][lane / p.row.block] = a.all;
+          line_finite[i][lane / p.row.block] = a.finite;
+        }
+      }
+      __syncthreads();
+      for (int i = warp; i < kTile; i += kWarpsPerTile) {
+        const size_t r = r0 + i, c = c0 + lane;
+        if (r >= p.rows || c >= p.cols) continue;
+        bs::Amax a;
+        const int first = i - i % p.row.block_across, g = lane / p.row.block;
+        for (int k = first; k < first + p.row.block_across; ++k) {
+          a.all = line_all[k][g] > a.all ? line_all[k][g] : a.all;
+          a.finite = line_finite[k][g] > a.finite ? line_finite[k][g] : a.finite;
+        }
+        tiled::store_word(p.row, r, c, tiled_element(p.row, tile[i][lane], a, r, c, c, r));
+      }
+    }
     if (p.col.on) {
       for (int j = warp; j < kTile; j += kWarpsPerTile) {
         const size_t r = r0 + lane, c = c0 + j;
         const bool valid = r < p.rows && c < p.cols;
-        staged[lane][j] = tiled_element(p.col, tile[lane][j], valid, r, c, r, c, lane);
+        const bs::Amax a = group_amax(p.col, tile[lane][j], valid);
+        staged[lane][j] = valid ? tiled_element(p.col, tile[lane][j], a, r, c, r, c) : 0u;
       }
       __syncthreads();
       for (int k = warp; k < kTile; k += kWarpsPerTile) {
@@ -378,7 +415,7 @@ void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOpti
   if (tiled::fits(x, out)) {
     const tiled::Pass q =
         tiled::make_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);
-    const bool row = out.scales.block_rows == 1;
+    const bool row = tiled::row_pass(out);
     launch_tiled(x, row ? q : tiled::Pass{}, row ? tiled::Pass{} : q, opt.flush_subnormal_inputs,
                  amax_word, s);
     return;

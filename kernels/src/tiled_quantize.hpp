@@ -6,9 +6,10 @@
 // output indices of both passes, and each element's output word.
 //
 // x is a contiguous float32 (rows, cols); tiles are 32 x 32. A pass writes one output,
-// described in x's coordinates (r, c): the row pass has blocks of B along c (1 x B), the
-// column pass of B along r (B x 1), B a power of two up to 32 so that no block straddles
-// a tile and a block is an aligned group of B lanes.
+// described in x's coordinates (r, c): the row pass has blocks of R x B (B along c, R = 1
+// for vectors, R > 1 for tiles such as NVFP4's 16 x 16), the column pass B x 1 (B along
+// r). B and R are powers of two up to 32, so that no block straddles a tile and a block's
+// part of one tile line is an aligned group of B lanes.
 #pragma once
 
 #include <cstddef>
@@ -26,7 +27,8 @@ inline constexpr int kTile = 32;  // tile edge = warp width
 
 struct Pass {
   bool on = false;
-  int block = 32;  // B
+  int block = 32;        // B: the block's extent along the pass's lanes
+  int block_across = 1;  // R: its extent across them (row pass of a tile format)
   ElementFormat element;
   bs::ScaleParams scale;  // tensor_enc / tensor_dec set from the amax (two-level)
   QuantizeOptions opt;    // history and random_words null (checked on the host)
@@ -45,11 +47,15 @@ struct Pass {
 
 inline bool block_fits(int64_t b) { return b >= 1 && b <= kTile && (b & (b - 1)) == 0; }
 
-// Whether quantize(x, out) takes the tiled path: x contiguous, a vector block of up to 32
-// (a power of two) along either axis. Which kernel runs never changes a bit.
+// Whether quantize(x, out) takes the tiled path: x contiguous, a block of up to 32 x 32
+// (powers of two) of any shape. Which kernel runs never changes a bit.
 inline bool fits(const DeviceTensor& x, const DeviceTensor& out) {
-  const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
-  return x.contiguous() && ((br == 1 && block_fits(bc)) || (bc == 1 && block_fits(br)));
+  return x.contiguous() && block_fits(out.scales.block_rows) && block_fits(out.scales.block_cols);
+}
+// Which pass quantize(x, out) runs on that path: the column pass for B x 1 vectors (lanes
+// down the columns), the row pass for everything else.
+inline bool row_pass(const DeviceTensor& out) {
+  return out.scales.block_rows == 1 || out.scales.block_cols > 1;
 }
 
 // Whether quantize_both(x, out_rows, out_cols) fuses its two calls into one tiled read:
@@ -72,8 +78,9 @@ inline Pass make_pass(const DeviceTensor& out, size_t rows, size_t cols, const Q
                       bool transposed_keys) {
   Pass q;
   q.on = true;
-  const bool along_cols = out.scales.block_rows == 1 && !transposed_keys;
+  const bool along_cols = row_pass(out) && !transposed_keys;
   q.block = static_cast<int>(along_cols ? out.scales.block_cols : out.scales.block_rows);
+  q.block_across = static_cast<int>(along_cols ? out.scales.block_rows : 1);
   q.element = out.element;
   q.scale.scale = out.scales.format;
   q.scale.rule = out.scales.rule;
@@ -90,7 +97,7 @@ inline Pass make_pass(const DeviceTensor& out, size_t rows, size_t cols, const Q
   q.out_r = out.row_stride;
   q.out_c = out.col_stride;
   const size_t b = static_cast<size_t>(q.block);
-  if (along_cols) {  // 1 x B over x: key r * cols + c, grid (rows, ceil(cols / B))
+  if (along_cols) {  // R x B over x: key r * cols + c, grid (ceil(rows / R), ceil(cols / B))
     q.key_r = cols;
     q.key_c = 1;
     q.scale_across = (cols + b - 1) / b;
@@ -119,11 +126,18 @@ LPX_HD inline void set_tensor_scale(Pass& q, uint32_t amax_bits) {
   q.scale.tensor_dec = 1.0f / q.scale.tensor_enc;
 }
 
-// The block's scale, stored by the first element of its block; (r, c) is that element.
+// The block's scale, stored by the first element of its block; (along, across) is that
+// element in the pass's coordinates.
 LPX_HD inline void store_scale(const Pass& q, const bs::BlockScale& s, size_t along, size_t across) {
-  const size_t b = across * q.scale_across + (along / static_cast<size_t>(q.block)) * q.scale_along;
+  const size_t b = (across / static_cast<size_t>(q.block_across)) * q.scale_across +
+                   (along / static_cast<size_t>(q.block)) * q.scale_along;
   if (q.coded && q.scale_codes != nullptr) q.scale_codes[b] = s.code;
   if (!q.coded && q.scale_values != nullptr) q.scale_values[b] = s.dec;
+}
+
+// Whether (along, across) is its block's first element, the one that stores the scale.
+LPX_HD inline bool leads(const Pass& q, size_t along, size_t across) {
+  return along % static_cast<size_t>(q.block) == 0 && across % static_cast<size_t>(q.block_across) == 0;
 }
 
 // Element (r, c) of a block with scale s: its code, or the float32 bits of its

@@ -92,26 +92,29 @@ void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOption
 }
 
 // quantize.cu's tiled kernel (tiled_quantize.hpp): the same 32 x 32 tiles, passes and
-// aligned lane groups, with the lanes of a group run one after the other instead of
-// reduced by shuffles.
+// aligned lane groups (and, for tile formats, the block's other lines), with the lanes of
+// a group run one after the other instead of reduced by shuffles.
 void tiled_run(const DeviceTensor& x, const tiled::Pass& q, bool row_pass, size_t r0, size_t c0) {
   const auto rows = static_cast<size_t>(x.rows), cols = static_cast<size_t>(x.cols);
   const auto* xp = static_cast<const float*>(x.data);
+  const auto block = static_cast<size_t>(q.block), across = static_cast<size_t>(q.block_across);
+  // Element (r, c) of lane `lane` in tile line `line` (a row for the row pass).
+  auto element = [&](size_t line, size_t lane) {
+    return row_pass ? std::pair{r0 + line, c0 + lane} : std::pair{r0 + lane, c0 + line};
+  };
   for (size_t line = 0; line < tiled::kTile; ++line)  // one warp's tile row (column)
-    for (size_t g = 0; g < tiled::kTile; g += static_cast<size_t>(q.block)) {  // one block
-      auto element = [&](size_t lane) {
-        return row_pass ? std::pair{r0 + line, c0 + lane} : std::pair{r0 + lane, c0 + line};
-      };
-      const size_t end = g + static_cast<size_t>(q.block);
+    for (size_t g = 0; g < tiled::kTile; g += block) {  // one lane group
       bs::Amax a;
-      for (size_t lane = g; lane < end; ++lane)
-        if (const auto [r, c] = element(lane); r < rows && c < cols)
-          a.add(float_to_bits(bs::prepare(xp[r * cols + c], q.opt)) & kF32AbsMask);
-      for (size_t lane = g; lane < end; ++lane) {
-        const auto [r, c] = element(lane);
+      for (size_t l = line - line % across; l < line - line % across + across; ++l)
+        for (size_t lane = g; lane < g + block; ++lane)
+          if (const auto [r, c] = element(l, lane); r < rows && c < cols)
+            a.add(float_to_bits(bs::prepare(xp[r * cols + c], q.opt)) & kF32AbsMask);
+      for (size_t lane = g; lane < g + block; ++lane) {
+        const auto [r, c] = element(line, lane);
         if (r >= rows || c >= cols) continue;
         const bs::BlockScale s = bs::block_scale(a, q.scale);
-        if (lane == g) tiled::store_scale(q, s, row_pass ? c : r, row_pass ? r : c);
+        const size_t along = row_pass ? c : r, across_at = row_pass ? r : c;
+        if (tiled::leads(q, along, across_at)) tiled::store_scale(q, s, along, across_at);
         tiled::store_word(q, r, c, tiled::element_word(q, xp[r * cols + c], s, r, c));
       }
     }
@@ -152,7 +155,7 @@ void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOpti
   if (tiled::fits(x, out)) {
     const tiled::Pass q =
         tiled::make_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);
-    const bool row = out.scales.block_rows == 1;
+    const bool row = tiled::row_pass(out);
     tiled_quantize(x, row ? q : tiled::Pass{}, row ? tiled::Pass{} : q, opt.flush_subnormal_inputs, amax_word);
     return;
   }
