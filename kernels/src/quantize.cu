@@ -23,7 +23,9 @@
 //                  is written with coalesced stores as well. Both passes from one load are
 //                  quantize_both: the row-wise and the column-wise (transposed)
 //                  quantizations of one tensor in one read. Its plan is tiled_quantize.hpp.
-//   per block      everything else (1x128, 128x128, strided views): one thread per block,
+//   wide           a contiguous x with blocks 1 x C or R x C (C a multiple of 32) or R x 1
+//                  (R > 32): DeepSeek-V3's 1x128 and 128x128 (below).
+//   per block      everything else (strided views, odd block sizes): one thread per block,
 //                  amax -> block_scale -> quantize_element per element, the order of
 //                  lpx::quantize().
 //   dequantize     one thread per element: the block's stored scale decoded
@@ -148,6 +150,32 @@ __global__ void dequantize_kernel(DequantParams p, const uint8_t* __restrict__ c
     else out[p.aout.offset(r, c)] = static_cast<Out>(lpx::encode(v, bf16, Rounding::rne, Overflow::ieee));
   }
 }
+
+// The device word a tensor-amax pass reduces into: the caller's, or one allocated on the
+// stream and freed after the kernels queued before the destructor (stream order). Zeroed
+// on construction when needed.
+class AmaxWord {
+ public:
+  AmaxWord(uint32_t* given, bool needed, cudaStream_t s) : word_(given), stream_(s) {
+    if (!needed) return;
+    if (word_ == nullptr) {
+      cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&word_), sizeof(uint32_t), s), "cudaMallocAsync");
+      owned_ = true;
+    }
+    cuda::check(cudaMemsetAsync(word_, 0, sizeof(uint32_t), s), "cudaMemsetAsync");
+  }
+  AmaxWord(const AmaxWord&) = delete;
+  AmaxWord& operator=(const AmaxWord&) = delete;
+  ~AmaxWord() {
+    if (owned_) cudaFreeAsync(word_, stream_);
+  }
+  uint32_t* get() const { return word_; }
+
+ private:
+  uint32_t* word_;
+  cudaStream_t stream_;
+  bool owned_ = false;
+};
 
 // ---------------------------------------------------------------------------------------
 // The tiled path (header comment; its plan, shared with the CPU mock module, is
@@ -326,30 +354,19 @@ __global__ void per_tensor_kernel(Params p, const uint32_t* amax_bits, uint8_t* 
   }
 }
 
-// Whether `out`'s block box covers x (per-tensor formats); two-level scales excepted (the
-// per-block kernel runs those).
-bool whole_tensor(const DeviceTensor& x, const DeviceTensor& out) {
-  return out.scales.block_rows >= x.rows && out.scales.block_cols >= x.cols &&
-         out.scales.format != ScaleFormat::e4m3;
-}
 
 void launch_per_tensor(const DeviceTensor& x, const DeviceTensor& out, const Params& p,
                        uint32_t* amax_word, cudaStream_t s) {
-  uint32_t* amax = amax_word;
-  if (amax == nullptr)
-    cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&amax), sizeof(uint32_t), s), "cudaMallocAsync");
-  cuda::check(cudaMemsetAsync(amax, 0, sizeof(uint32_t), s), "cudaMemsetAsync");
+  const AmaxWord amax(amax_word, true, s);
   const size_t n = p.rows * p.cols;
-  const unsigned grid = std::min(cuda::grid_for(n, 256), 4096u);
-  all_amax_kernel<<<grid, 256, 0, s>>>(p.x, p.ax, n, p.opt.flush_subnormal_inputs, amax);
+  all_amax_kernel<<<std::min(cuda::grid_for(n, 256), 4096u), 256, 0, s>>>(
+      p.x, p.ax, n, p.opt.flush_subnormal_inputs, amax.get());
   const bool fake = out.storage == Storage::f32;
   per_tensor_kernel<<<cuda::grid_for(n, 256), 256, 0, s>>>(
-      p, amax, fake ? nullptr : static_cast<uint8_t*>(out.data),
+      p, amax.get(), fake ? nullptr : static_cast<uint8_t*>(out.data),
       fake ? static_cast<float*>(out.data) : nullptr, cuda::addressing(out), out.scales.codes,
       out.scales.values);
-  const cudaError_t launched = cudaGetLastError();
-  if (amax_word == nullptr) cudaFreeAsync(amax, s);  // after the kernels, in stream order
-  cuda::check(launched, "per-tensor quantize launch");
+  cuda::check(cudaGetLastError(), "per-tensor quantize launch");
 }
 
 // x and the tensor amax (when a pass needs it) -> the tiled kernel; amax_word as quantize().
@@ -364,24 +381,119 @@ void launch_tiled(const DeviceTensor& x, const tiled::Pass& row, const tiled::Pa
   p.row = row;
   p.col = col;
   const bool two_level = (row.on && row.two_level) || (col.on && col.two_level);
-  uint32_t* amax = amax_word;
+  const AmaxWord amax(amax_word, two_level, s);
   if (two_level) {
-    if (amax == nullptr)
-      cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&amax), sizeof(uint32_t), s),
-                  "cudaMallocAsync");
-    cuda::check(cudaMemsetAsync(amax, 0, sizeof(uint32_t), s), "cudaMemsetAsync");
     const size_t n = p.rows * p.cols;
-    const unsigned grid = std::min(cuda::grid_for(n, 256), 4096u);
-    flat_amax_kernel<<<grid, 256, 0, s>>>(p.x, n, flush, amax);
+    flat_amax_kernel<<<std::min(cuda::grid_for(n, 256), 4096u), 256, 0, s>>>(p.x, n, flush, amax.get());
     cuda::check(cudaGetLastError(), "flat_amax_kernel launch");
   }
-  const unsigned grid = cuda::grid_for(p.ntiles, 1);
-  tiled_quantize_kernel<<<grid, dim3(kTile, kWarpsPerTile), 0, s>>>(p, amax);
-  const cudaError_t launched = cudaGetLastError();
-  if (two_level && amax_word == nullptr) cudaFreeAsync(amax, s);  // after the kernels, in stream order
-  cuda::check(launched, "tiled_quantize_kernel launch");
+  tiled_quantize_kernel<<<cuda::grid_for(p.ntiles, 1), dim3(kTile, kWarpsPerTile), 0, s>>>(p, amax.get());
+  cuda::check(cudaGetLastError(), "tiled_quantize_kernel launch");
 }
 
+
+// ---------------------------------------------------------------------------------------
+// Wide blocks (DeepSeek-V3's 1x128 and 128x128, 128x1 column blocks; plan in
+// tiled_quantize.hpp): no shared tile, x is read twice (amax, then cast), the second time
+// from cache.
+//   1 x C (C % 32 == 0)    one warp per block: lane l takes elements l, l + 32, ... of it
+//                          (coalesced), the amax is a full-warp shuffle reduction.
+//   R x C, R x 1 (R > 32)  one CTA of 8 warps per strip of R rows x W columns (W = C, or
+//                          32 column blocks side by side for R x 1): warps take rows, lanes
+//                          columns; the warps' maxima meet in shared memory, for the whole
+//                          strip (one R x C block) or per lane (one R x 1 block each).
+
+struct WideParams {
+  const float* x;  // contiguous (rows, cols)
+  size_t rows, cols;
+  tiled::Pass q;
+  tiled::WideShape w;  // the units: blocks (warp kernel) or strips (strip kernel)
+};
+
+__device__ inline bs::Amax warp_amax(bs::Amax a) {
+  for (int off = 16; off > 0; off /= 2) {
+    bs::Amax o;
+    o.all = __shfl_xor_sync(kFullMask, a.all, off);
+    o.finite = __shfl_xor_sync(kFullMask, a.finite, off);
+    a.merge(o);
+  }
+  return a;
+}
+
+__global__ void wide_warp_kernel(WideParams p, const uint32_t* tensor_amax_bits) {
+  if (p.q.two_level) tiled::set_tensor_scale(p.q, *tensor_amax_bits);
+  if (p.q.two_level && p.q.tensor_scale != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
+    *p.q.tensor_scale = p.q.scale.tensor_dec;
+  const size_t lane = threadIdx.x & 31u, block = static_cast<size_t>(p.q.block);
+  const size_t warps = static_cast<size_t>(gridDim.x) * (blockDim.x / 32);
+  for (size_t b = (blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x) / 32; b < p.w.units; b += warps) {
+    const size_t r = b / p.w.per_row, c0 = (b % p.w.per_row) * block;
+    const float* row = p.x + r * p.cols;
+    bs::Amax a;
+    for (size_t c = c0 + lane; c < c0 + block && c < p.cols; c += 32)
+      a.add(float_to_bits(bs::prepare(row[c], p.q.opt)) & kF32AbsMask);
+    a = warp_amax(a);
+    const bs::BlockScale s = bs::block_scale(a, p.q.scale);
+    if (lane == 0) tiled::store_scale(p.q, s, c0, r);
+    for (size_t c = c0 + lane; c < c0 + block && c < p.cols; c += 32)
+      tiled::store_word(p.q, r, c, tiled::element_word(p.q, row[c], s, r, c));
+  }
+}
+
+__global__ void __launch_bounds__(256) wide_strip_kernel(WideParams p, const uint32_t* tensor_amax_bits) {
+  __shared__ uint32_t part_all[8][32], part_finite[8][32];
+  if (p.q.two_level) tiled::set_tensor_scale(p.q, *tensor_amax_bits);
+  if (p.q.two_level && p.q.tensor_scale != nullptr && blockIdx.x == 0 && threadIdx.x == 0)
+    *p.q.tensor_scale = p.q.scale.tensor_dec;
+  const int lane = static_cast<int>(threadIdx.x & 31u), warp = static_cast<int>(threadIdx.x / 32);
+  const bool columns = p.q.along_rows;  // R x 1: each lane's column is its own block
+  for (size_t t = blockIdx.x; t < p.w.units; t += gridDim.x) {
+    const size_t r0 = (t / p.w.per_row) * p.w.height, c0 = (t % p.w.per_row) * p.w.width;
+    const size_t r1 = min(r0 + p.w.height, p.rows), c1 = min(c0 + p.w.width, p.cols);
+    bs::Amax a;
+    for (size_t r = r0 + warp; r < r1; r += 8)
+      for (size_t c = c0 + lane; c < c1; c += 32)
+        a.add(float_to_bits(bs::prepare(p.x[r * p.cols + c], p.q.opt)) & kF32AbsMask);
+    if (!columns) a = warp_amax(a);
+    part_all[warp][lane] = a.all;
+    part_finite[warp][lane] = a.finite;
+    __syncthreads();
+    for (int w = 0; w < 8; ++w) {  // the strip's block (lane 0's column of maxima) or the lane's
+      const int from = columns ? lane : 0;
+      a.all = part_all[w][from] > a.all ? part_all[w][from] : a.all;
+      a.finite = part_finite[w][from] > a.finite ? part_finite[w][from] : a.finite;
+    }
+    const bs::BlockScale s = bs::block_scale(a, p.q.scale);
+    if (warp == 0 && (columns ? c0 + lane < c1 : lane == 0))
+      tiled::store_scale(p.q, s, columns ? r0 : c0, columns ? c0 + lane : r0);
+    for (size_t r = r0 + warp; r < r1; r += 8)
+      for (size_t c = c0 + lane; c < c1; c += 32)
+        tiled::store_word(p.q, r, c, tiled::element_word(p.q, p.x[r * p.cols + c], s, r, c));
+    __syncthreads();  // part_* are refilled for the next strip
+  }
+}
+
+void launch_wide(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
+                 uint32_t* amax_word, cudaStream_t s) {
+  WideParams p{};
+  p.x = static_cast<const float*>(x.data);
+  p.rows = static_cast<size_t>(x.rows);
+  p.cols = static_cast<size_t>(x.cols);
+  p.q = tiled::make_pass(out, p.rows, p.cols, opt, false);
+  p.w = tiled::wide_shape(p.q, p.rows, p.cols);
+  const AmaxWord amax(amax_word, p.q.two_level, s);
+  if (p.q.two_level) {
+    const size_t n = p.rows * p.cols;
+    flat_amax_kernel<<<std::min(cuda::grid_for(n, 256), 4096u), 256, 0, s>>>(
+        p.x, n, opt.flush_subnormal_inputs, amax.get());
+    cuda::check(cudaGetLastError(), "flat_amax_kernel launch");
+  }
+  if (p.w.warp_per_block)
+    wide_warp_kernel<<<cuda::grid_for(p.w.units, 8), 256, 0, s>>>(p, amax.get());
+  else
+    wide_strip_kernel<<<cuda::grid_for(p.w.units, 1), 256, 0, s>>>(p, amax.get());
+  cuda::check(cudaGetLastError(), "wide quantize launch");
+}
 
 Params make_params(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt) {
   Params p{};
@@ -408,7 +520,7 @@ Params make_params(const DeviceTensor& x, const DeviceTensor& out, const Quantiz
 void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
               uint32_t* amax_word, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  if (whole_tensor(x, out)) {
+  if (tiled::whole_tensor(x, out)) {
     launch_per_tensor(x, out, make_params(x, out, opt), amax_word, s);
     return;
   }
@@ -420,26 +532,24 @@ void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOpti
                  amax_word, s);
     return;
   }
+  if (tiled::wide_fits(x, out)) {
+    launch_wide(x, out, opt, amax_word, s);
+    return;
+  }
   const Params p = make_params(x, out, opt);
   const unsigned grid = cuda::grid_for(p.nblocks, kThreads);
   const bool two_level = out.scales.format == ScaleFormat::e4m3;
-  uint32_t* amax = amax_word;
+  const AmaxWord amax(amax_word, two_level, s);
   if (two_level) {
-    if (amax == nullptr)
-      cuda::check(cudaMallocAsync(reinterpret_cast<void**>(&amax), sizeof(uint32_t), s),
-                  "cudaMallocAsync");
-    cuda::check(cudaMemsetAsync(amax, 0, sizeof(uint32_t), s), "cudaMemsetAsync");
-    tensor_amax_kernel<<<grid, kThreads, 0, s>>>(p, amax);
+    tensor_amax_kernel<<<grid, kThreads, 0, s>>>(p, amax.get());
     cuda::check(cudaGetLastError(), "tensor_amax_kernel launch");
   }
   const bool fake = out.storage == Storage::f32;
   quantize_kernel<<<grid, kThreads, 0, s>>>(
-      p, amax, fake ? nullptr : static_cast<uint8_t*>(out.data),
+      p, amax.get(), fake ? nullptr : static_cast<uint8_t*>(out.data),
       fake ? static_cast<float*>(out.data) : nullptr, cuda::addressing(out), out.scales.codes,
       out.scales.values, out.scales.tensor);
-  const cudaError_t launched = cudaGetLastError();
-  if (two_level && amax_word == nullptr) cudaFreeAsync(amax, s);  // after the kernels, in stream order
-  cuda::check(launched, "quantize_kernel launch");
+  cuda::check(cudaGetLastError(), "quantize_kernel launch");
 }
 
 void dequantize(const DeviceTensor& q, const DeviceTensor& out, void* stream) {

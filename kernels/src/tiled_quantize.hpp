@@ -29,6 +29,7 @@ struct Pass {
   bool on = false;
   int block = 32;        // B: the block's extent along the pass's lanes
   int block_across = 1;  // R: its extent across them (row pass of a tile format)
+  bool along_rows = false;  // blocks run along r (column pass: B x 1 over x, or the transpose's rows)
   ElementFormat element;
   bs::ScaleParams scale;  // tensor_enc / tensor_dec set from the amax (two-level)
   QuantizeOptions opt;    // history and random_words null (checked on the host)
@@ -52,6 +53,23 @@ inline bool block_fits(int64_t b) { return b >= 1 && b <= kTile && (b & (b - 1))
 inline bool fits(const DeviceTensor& x, const DeviceTensor& out) {
   return x.contiguous() && block_fits(out.scales.block_rows) && block_fits(out.scales.block_cols);
 }
+// Whether `out`'s block box covers x (a per-tensor format), which the per-tensor kernels
+// take unless its scales are two-level.
+inline bool whole_tensor(const DeviceTensor& x, const DeviceTensor& out) {
+  return out.scales.block_rows >= x.rows && out.scales.block_cols >= x.cols &&
+         out.scales.format != ScaleFormat::e4m3;
+}
+
+// Whether quantize(x, out) takes the wide-block kernels instead (DeepSeek-V3's 1x128 and
+// 128x128, and column blocks longer than a tile): x contiguous, and blocks 1 x C or R x C
+// with C a multiple of 32, or R x 1 with R > 32.
+inline bool wide_fits(const DeviceTensor& x, const DeviceTensor& out) {
+  const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
+  constexpr int64_t kWidest = int64_t{1} << 20;  // larger boxes are per-tensor ones
+  return x.contiguous() && !fits(x, out) && !whole_tensor(x, out) && br <= kWidest && bc <= kWidest &&
+         (bc % kTile == 0 || (bc == 1 && br > kTile));
+}
+
 // Which pass quantize(x, out) runs on that path: the column pass for B x 1 vectors (lanes
 // down the columns), the row pass for everything else.
 inline bool row_pass(const DeviceTensor& out) {
@@ -81,6 +99,7 @@ inline Pass make_pass(const DeviceTensor& out, size_t rows, size_t cols, const Q
   const bool along_cols = row_pass(out) && !transposed_keys;
   q.block = static_cast<int>(along_cols ? out.scales.block_cols : out.scales.block_rows);
   q.block_across = static_cast<int>(along_cols ? out.scales.block_rows : 1);
+  q.along_rows = !along_cols;
   q.element = out.element;
   q.scale.scale = out.scales.format;
   q.scale.rule = out.scales.rule;
@@ -117,6 +136,24 @@ inline Pass make_pass(const DeviceTensor& out, size_t rows, size_t cols, const Q
   q.scale_values = out.scales.values;
   q.tensor_scale = out.scales.tensor;
   return q;
+}
+
+// How the wide kernels cut x for pass q (made by make_pass): units of height x width
+// elements, `per_row` of them side by side, `units` in all; unit u starts at row
+// (u / per_row) * height, column (u % per_row) * width. A unit is one 1 x C block (one
+// warp each), one R x C block, or 32 R x 1 blocks side by side (one CTA each).
+struct WideShape {
+  bool warp_per_block = false;
+  size_t height = 1, width = 1, units = 0, per_row = 0;
+};
+inline WideShape wide_shape(const Pass& q, size_t rows, size_t cols) {
+  WideShape w;
+  w.warp_per_block = !q.along_rows && q.block_across == 1;
+  w.height = q.along_rows ? static_cast<size_t>(q.block) : static_cast<size_t>(q.block_across);
+  w.width = q.along_rows ? static_cast<size_t>(kTile) : static_cast<size_t>(q.block);
+  w.per_row = (cols + w.width - 1) / w.width;
+  w.units = (rows + w.height - 1) / w.height * w.per_row;
+  return w;
 }
 
 // The two-level pass's tensor scales from the finite amax bits of x (as the per-block

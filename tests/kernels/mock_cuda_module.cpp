@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -119,26 +120,62 @@ void tiled_run(const DeviceTensor& x, const tiled::Pass& q, bool row_pass, size_
       }
     }
 }
-void tiled_quantize(const DeviceTensor& x, tiled::Pass row, tiled::Pass col, bool flush, uint32_t* amax_word) {
-  if ((row.on && row.two_level) || (col.on && col.two_level)) {  // flat_amax_kernel
-    uint32_t amax = 0;
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      uint32_t b = float_to_bits(static_cast<const float*>(x.data)[i]) & kF32AbsMask;
-      if (flush && b < 0x800000u) b = 0;
-      if (b < kF32InfBits) amax = std::max(amax, b);
-    }
-    if (amax_word) *amax_word = amax;
-    for (tiled::Pass* q : {&row, &col})
-      if (q->on && q->two_level) {
-        tiled::set_tensor_scale(*q, amax);
-        if (q->tensor_scale) *q->tensor_scale = q->scale.tensor_dec;
-      }
+// flat_amax_kernel and the two-level passes' tensor scales (the tiled and wide paths).
+void two_level_scales(const DeviceTensor& x, std::initializer_list<tiled::Pass*> passes, bool flush,
+                      uint32_t* amax_word) {
+  bool needed = false;
+  for (const tiled::Pass* q : passes) needed = needed || (q->on && q->two_level);
+  if (!needed) return;
+  uint32_t amax = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    uint32_t b = float_to_bits(static_cast<const float*>(x.data)[i]) & kF32AbsMask;
+    if (flush && b < 0x800000u) b = 0;
+    if (b < kF32InfBits) amax = std::max(amax, b);
   }
+  if (amax_word) *amax_word = amax;
+  for (tiled::Pass* q : passes)
+    if (q->on && q->two_level) {
+      tiled::set_tensor_scale(*q, amax);
+      if (q->tensor_scale) *q->tensor_scale = q->scale.tensor_dec;
+    }
+}
+
+void tiled_quantize(const DeviceTensor& x, tiled::Pass row, tiled::Pass col, bool flush, uint32_t* amax_word) {
+  two_level_scales(x, {&row, &col}, flush, amax_word);
   for (int64_t r0 = 0; r0 < x.rows; r0 += tiled::kTile)
     for (int64_t c0 = 0; c0 < x.cols; c0 += tiled::kTile) {
       if (row.on) tiled_run(x, row, true, static_cast<size_t>(r0), static_cast<size_t>(c0));
       if (col.on) tiled_run(x, col, false, static_cast<size_t>(r0), static_cast<size_t>(c0));
     }
+}
+
+// quantize.cu's wide kernels: one warp per 1 x C block, or one CTA per strip of R rows x
+// (C, or 32 R x 1 blocks side by side), as tiled::wide_shape cuts x.
+void wide_quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
+                   uint32_t* amax_word) {
+  const auto rows = static_cast<size_t>(x.rows), cols = static_cast<size_t>(x.cols);
+  const auto* xp = static_cast<const float*>(x.data);
+  tiled::Pass q = tiled::make_pass(out, rows, cols, opt, false);
+  two_level_scales(x, {&q}, opt.flush_subnormal_inputs, amax_word);
+  const tiled::WideShape w = tiled::wide_shape(q, rows, cols);
+  // Quantizes the box [r0, r1) x [c0, c1) as one block whose first element is (r0, c0).
+  auto block = [&](size_t r0, size_t r1, size_t c0, size_t c1) {
+    bs::Amax a;
+    for (size_t r = r0; r < r1; ++r)
+      for (size_t c = c0; c < c1; ++c) a.add(float_to_bits(bs::prepare(xp[r * cols + c], q.opt)) & kF32AbsMask);
+    const bs::BlockScale s = bs::block_scale(a, q.scale);
+    tiled::store_scale(q, s, q.along_rows ? r0 : c0, q.along_rows ? c0 : r0);
+    for (size_t r = r0; r < r1; ++r)
+      for (size_t c = c0; c < c1; ++c) tiled::store_word(q, r, c, tiled::element_word(q, xp[r * cols + c], s, r, c));
+  };
+  for (size_t u = 0; u < w.units; ++u) {
+    const size_t r0 = (u / w.per_row) * w.height, c0 = (u % w.per_row) * w.width;
+    const size_t r1 = std::min(r0 + w.height, rows), c1 = std::min(c0 + w.width, cols);
+    if (q.along_rows)  // 32 R x 1 blocks side by side
+      for (size_t c = c0; c < c1; ++c) block(r0, r1, c, c + 1);
+    else
+      block(r0, r1, c0, c1);
+  }
 }
 
 // quantize.cu: one block at a time, the two-level amax first.
@@ -152,11 +189,16 @@ bs::Amax block_amax(const DeviceTensor& x, int64_t r0, int64_t c0, int64_t br, i
 }
 void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOptions& opt,
               uint32_t* amax_word, void*) {
-  if (tiled::fits(x, out)) {
+  // The module's dispatch; a per-tensor box (its own kernels there) is one block below.
+  if (!tiled::whole_tensor(x, out) && tiled::fits(x, out)) {
     const tiled::Pass q =
         tiled::make_pass(out, static_cast<size_t>(x.rows), static_cast<size_t>(x.cols), opt, false);
     const bool row = tiled::row_pass(out);
     tiled_quantize(x, row ? q : tiled::Pass{}, row ? tiled::Pass{} : q, opt.flush_subnormal_inputs, amax_word);
+    return;
+  }
+  if (tiled::wide_fits(x, out)) {
+    wide_quantize(x, out, opt, amax_word);
     return;
   }
   const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
