@@ -95,25 +95,29 @@ void check_both_output(const DeviceTensor& out, const char* what) {
                                 ": an output view has no block scales (use quantized_view)");
 }
 
-// Device buffers for one quantized output of g (codes, scales, tensor scale) and its view.
+// Device buffers for one output of g in format f (codes or fake-quantized values, scales,
+// tensor scale) and its view.
 struct DeviceOutput {
-  DeviceBuffer codes, scales, tensor;
+  DeviceBuffer data, scales, tensor;
   DeviceTensor view;
-  DeviceOutput(const Geometry& g, const BlockFormat& f)
-      : codes(g.numel()),
+  DeviceOutput(const Geometry& g, const BlockFormat& f, Storage storage)
+      : data(g.numel() * storage_bytes(storage)),
         scales(f.scale_is_code() ? g.nblocks() : g.nblocks() * sizeof(float)),
         tensor(sizeof(float)) {
-    view = DeviceTensor::codes(codes.get(), g.rows, g.cols, f.element);
-    view.storage = Storage::code8;
+    view = DeviceTensor::values(data.get<float>(), g.rows, g.cols);
+    view.storage = storage;
+    view.element = f.element;
     view.scales = g.scales;
     view.scales.codes = f.scale_is_code() ? scales.get<uint8_t>() : nullptr;
     view.scales.values = f.scale_is_code() ? nullptr : scales.get<float>();
     view.scales.tensor = f.two_level() ? tensor.get<float>() : nullptr;
   }
-  // Codes, scales and the tensor scale back into q (made by make_result).
-  void fetch(QuantizedTensor& q, const BlockFormat& f) const {
-    q.codes.resize(static_cast<size_t>(view.numel()));
-    copy_to_host(q.codes.data(), codes.get(), q.codes.size());
+  // The codes or values into `host` (numel elements of the storage).
+  void fetch_data(void* host) const {
+    copy_to_host(host, data.get(), static_cast<size_t>(view.numel()) * storage_bytes(view.storage));
+  }
+  // Scales and the tensor scale into q (made by make_result).
+  void fetch_scales(QuantizedTensor& q, const BlockFormat& f) const {
     if (f.scale_is_code()) copy_to_host(q.scale_codes.data(), scales.get(), q.scale_codes.size());
     else copy_to_host(q.scale_values.data(), scales.get(), q.scale_values.size() * sizeof(float));
     if (f.two_level()) {
@@ -130,28 +134,12 @@ void quantize_through_device(std::span<const float> x, const Geometry& g, const 
                              const QuantizeOptions& opt, uint8_t* codes, float* values,
                              QuantizedTensor& q) {
   const backend::Table& t = backend::require();
-  const size_t n = g.numel(), nb = g.nblocks();
-  const bool coded = f.scale_is_code();
-  DeviceBuffer d_x(n * sizeof(float)), d_out(codes ? n : n * sizeof(float)),
-      d_scales(coded ? nb : nb * sizeof(float)), d_ts(sizeof(float));
-  copy_to_device(d_x.get(), x.data(), n * sizeof(float));
-  DeviceTensor out = DeviceTensor::values(d_out.get<float>(), g.rows, g.cols);
-  out.storage = codes ? Storage::code8 : Storage::f32;
-  out.element = f.element;
-  out.scales = g.scales;
-  out.scales.codes = coded ? d_scales.get<uint8_t>() : nullptr;
-  out.scales.values = coded ? nullptr : d_scales.get<float>();
-  out.scales.tensor = f.two_level() ? d_ts.get<float>() : nullptr;
-  t.quantize(DeviceTensor::values(d_x.get<float>(), g.rows, g.cols), out, opt, nullptr, nullptr);
-  if (codes) copy_to_host(codes, d_out.get(), n);
-  else copy_to_host(values, d_out.get(), n * sizeof(float));
-  if (coded) copy_to_host(q.scale_codes.data(), d_scales.get(), nb);
-  else copy_to_host(q.scale_values.data(), d_scales.get(), nb * sizeof(float));
-  if (f.two_level()) {
-    float ts = 0;
-    copy_to_host(&ts, d_ts.get(), sizeof(float));
-    q.tensor_scale = ts;
-  }
+  DeviceBuffer d_x(g.numel() * sizeof(float));
+  copy_to_device(d_x.get(), x.data(), g.numel() * sizeof(float));
+  const DeviceOutput out(g, f, codes ? Storage::code8 : Storage::f32);
+  t.quantize(DeviceTensor::values(d_x.get<float>(), g.rows, g.cols), out.view, opt, nullptr, nullptr);
+  out.fetch_data(codes ? static_cast<void*>(codes) : values);
+  out.fetch_scales(q, f);
 }
 
 }  // namespace
@@ -292,11 +280,13 @@ QuantizedPair quantize_both_host(std::span<const float> x, int64_t rows, int64_t
   const backend::Table& t = backend::require();
   DeviceBuffer d_x(x.size() * sizeof(float));
   copy_to_device(d_x.get(), x.data(), x.size() * sizeof(float));
-  const DeviceOutput r(g, f_rows), c(gt, f_cols);
+  const DeviceOutput r(g, f_rows, Storage::code8), c(gt, f_cols, Storage::code8);
   t.quantize_both(DeviceTensor::values(d_x.get<float>(), rows, cols), r.view, opt_rows, c.view,
                   opt_cols, nullptr, nullptr);
-  r.fetch(out.rows, f_rows);
-  c.fetch(out.cols, f_cols);
+  r.fetch_data(out.rows.codes.data());
+  r.fetch_scales(out.rows, f_rows);
+  c.fetch_data(out.cols.codes.data());
+  c.fetch_scales(out.cols, f_cols);
   return out;
 }
 
