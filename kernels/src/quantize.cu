@@ -506,10 +506,7 @@ Params make_params(const DeviceTensor& x, const DeviceTensor& out, const Quantiz
   p.grid_cols = (p.cols + p.bc - 1) / p.bc;
   p.nblocks = ((p.rows + p.br - 1) / p.br) * p.grid_cols;
   p.element = out.element;
-  p.scale.scale = out.scales.format;
-  p.scale.rule = out.scales.rule;
-  p.scale.lim = bs::limits_of(out.element);
-  p.scale.margin = opt.margin;
+  p.scale = tiled::scale_params(out, opt);
   p.opt = opt;
   p.opt.history = nullptr;
   return p;

@@ -1,15 +1,18 @@
-// Internal: the plan of the tiled block-quantization path (docs/kernels.md#block-quantization-on-the-device),
-// shared by its CUDA kernel (quantize.cu) and the CPU mock module
-// (tests/kernels/mock_cuda_module.cpp), which runs the same tiles, passes and lane groups
-// as plain loops. Everything here but the shuffles and the shared memory is therefore
-// exercised in CPU-only CI: which calls take the path, the SR keys, the scale-grid and
-// output indices of both passes, and each element's output word.
+// Internal: the plan of the block-quantization kernels that split a block over threads
+// (docs/kernels.md#block-quantization-on-the-device): the tiled kernel (32 x 32 tiles, a
+// warp's lanes per tile line) and the wide kernels (a warp per 1 x C block, a CTA per
+// R x C block or per strip of R x 1 blocks). Shared by quantize.cu and the CPU mock module
+// (tests/kernels/mock_cuda_module.cpp), which runs the same cuts as plain loops, so
+// everything here but the shuffles and the shared memory is exercised in CPU-only CI:
+// which calls take which kernel, how x is cut, the SR keys, the scale-grid and output
+// indices, and each element's output word.
 //
-// x is a contiguous float32 (rows, cols); tiles are 32 x 32. A pass writes one output,
-// described in x's coordinates (r, c): the row pass has blocks of R x B (B along c, R = 1
-// for vectors, R > 1 for tiles such as NVFP4's 16 x 16), the column pass B x 1 (B along
-// r). B and R are powers of two up to 32, so that no block straddles a tile and a block's
-// part of one tile line is an aligned group of B lanes.
+// Tiled: x is a contiguous float32 (rows, cols); tiles are 32 x 32. A pass writes one
+// output, described in x's coordinates (r, c): the row pass has blocks of R x B (B along
+// c, R = 1 for vectors, R > 1 for tiles such as NVFP4's 16 x 16), the column pass B x 1
+// (B along r). B and R are powers of two up to 32, so that no block straddles a tile and
+// a block's part of one tile line is an aligned group of B lanes. The wide kernels use
+// the same Pass for their one output (wide_fits, wide_shape).
 #pragma once
 
 #include <cstddef>
@@ -45,6 +48,17 @@ struct Pass {
   float* scale_values = nullptr;
   float* tensor_scale = nullptr;
 };
+
+// What block_scale() reads for the output view `out` (every quantize path; the two-level
+// tensor scales are set later, from the amax pass).
+inline bs::ScaleParams scale_params(const DeviceTensor& out, const QuantizeOptions& opt) {
+  bs::ScaleParams p;
+  p.scale = out.scales.format;
+  p.rule = out.scales.rule;
+  p.lim = bs::limits_of(out.element);
+  p.margin = opt.margin;
+  return p;
+}
 
 inline bool block_fits(int64_t b) { return b >= 1 && b <= kTile && (b & (b - 1)) == 0; }
 
@@ -101,10 +115,7 @@ inline Pass make_pass(const DeviceTensor& out, size_t rows, size_t cols, const Q
   q.block_across = static_cast<int>(along_cols ? out.scales.block_rows : 1);
   q.along_rows = !along_cols;
   q.element = out.element;
-  q.scale.scale = out.scales.format;
-  q.scale.rule = out.scales.rule;
-  q.scale.lim = bs::limits_of(out.element);
-  q.scale.margin = opt.margin;
+  q.scale = scale_params(out, opt);
   q.opt = opt;
   q.opt.history = nullptr;
   q.opt.random_words = nullptr;

@@ -203,11 +203,7 @@ void quantize(const DeviceTensor& x, const DeviceTensor& out, const QuantizeOpti
   }
   const int64_t br = out.scales.block_rows, bc = out.scales.block_cols;
   const int64_t gr = out.scales.grid_rows(x.rows), gc = out.scales.grid_cols(x.cols);
-  bs::ScaleParams p{};
-  p.scale = out.scales.format;
-  p.rule = out.scales.rule;
-  p.lim = bs::limits_of(out.element);
-  p.margin = opt.margin;
+  bs::ScaleParams p = tiled::scale_params(out, opt);
   const bool two_level = p.scale == ScaleFormat::e4m3;
   if (two_level) {
     uint32_t amax = 0;
