@@ -174,3 +174,34 @@ TEST_CASE("studies: bad input is one line and a usage error") {
   REQUIRE(r.status == 0);
   CHECK(nlohmann::json::parse(r.out)["configurations"][0]["verdict"] == "one seed");
 }
+
+TEST_CASE("every committed sweep spec expands to its runs (dry run)") {
+  // tools/sweeps/*.json are the README's studies: a spec that stops parsing (a renamed key,
+  // a recipe dropped from the catalogue) fails here, not when someone reruns a study.
+  TempDir d;
+  // Specs name recipe files relative to the repository root, where the README runs them.
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(LPX_SOURCE_DIR);
+  int specs = 0;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(LPX_SOURCE_DIR) + "/tools/sweeps")) {
+    if (e.path().extension() != ".json") continue;
+    const std::string name = e.path().stem().string();
+    INFO(name);
+    const nlohmann::json spec = nlohmann::json::parse(std::ifstream(e.path()));
+    // blame-* specs name the runs through --ablate.
+    const std::string ablate = name.rfind("blame-", 0) == 0 ? " --ablate linears mxfp4-rne" : "";
+    auto r = run_lpx("sweep " + e.path().string() + ablate + " --dry-run --out " + (d / name).string(), d);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK(r.err.empty());
+    if (spec.contains("runs") && spec.contains("seeds") && spec["seeds"].is_array()) {
+      // one line per run and seed, plus one reference run per seed
+      size_t lines = 0;
+      for (char c : r.out) lines += c == '\n';
+      CHECK(lines == (spec["runs"].size() + 1) * spec["seeds"].size());
+    }
+    ++specs;
+  }
+  std::filesystem::current_path(cwd);
+  CHECK(specs >= 5);
+}
