@@ -354,7 +354,6 @@ __global__ void per_tensor_kernel(Params p, const uint32_t* amax_bits, uint8_t* 
   }
 }
 
-
 void launch_per_tensor(const DeviceTensor& x, const DeviceTensor& out, const Params& p,
                        uint32_t* amax_word, cudaStream_t s) {
   const AmaxWord amax(amax_word, true, s);
@@ -390,7 +389,6 @@ void launch_tiled(const DeviceTensor& x, const tiled::Pass& row, const tiled::Pa
   tiled_quantize_kernel<<<cuda::grid_for(p.ntiles, 1), dim3(kTile, kWarpsPerTile), 0, s>>>(p, amax.get());
   cuda::check(cudaGetLastError(), "tiled_quantize_kernel launch");
 }
-
 
 // ---------------------------------------------------------------------------------------
 // Wide blocks (DeepSeek-V3's 1x128 and 128x128, 128x1 column blocks; plan in
