@@ -55,8 +55,9 @@ void fake_quantize_device(const DeviceTensor& x, const DeviceTensor& out,
 // own SR keys, the transpose's logical index for out_cols) and may hold codes (code8) or
 // fake-quantized values (f32). One read of x when x is contiguous and both outputs have
 // vector blocks of a power of two up to 32 along their rows (MX, NVFP4 1x16); otherwise
-// the two calls run one after the other. amax_words: two device uint32 for the two-level
-// amax passes (null: allocated on the stream).
+// the two calls run one after the other. The outputs must not overlap x or each other.
+// amax_words: two device uint32 for the two-level amax passes (null: allocated on the
+// stream).
 void quantize_both_device(const DeviceTensor& x, const DeviceTensor& out_rows,
                           const QuantizeOptions& opt_rows, const DeviceTensor& out_cols,
                           const QuantizeOptions& opt_cols, void* stream = nullptr,
