@@ -283,7 +283,7 @@ cublasLtMatmulMatrixScale_t fp32_block_scales(const DeviceTensor& q, size_t kblo
 
 // Hopper's FP8 GEMM with float32 scales per 1x128 (X) and per 128x128 or 1x128 (W) block,
 // accumulated by cuBLASLt with the scales applied per K-block (DeepSeek-V3's recipe).
-// k % 128 != 0: no algorithm here (the caller falls back).
+// k % 128 != 0 never reaches here (gemm_api.cpp); false again if it did.
 bool run_fp8_block128(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y,
                       cudaStream_t s) {
   LtCall c = make_call(x, w, y);

@@ -156,9 +156,11 @@ GemmPath run_quantized(size_t m, size_t n, size_t k, const QuantizedOperand& x,
   const backend::Table& t = backend::require();
   const bool automatic = path == GemmPath::automatic;
   GemmPath p = automatic ? choose_gemm_path(x.format, w.format, t.compute_capability()) : path;
-  // A forced path was checked for alignment by the caller; the automatic choice of a
-  // cuBLASLt FP8 path on misaligned buffers takes the BF16 fallback (which copies them).
-  if (!quantized_aligned(x, w, y)) p = GemmPath::bf16_fallback;
+  // A forced path was checked for alignment and k by the caller; the automatic choice of a
+  // cuBLASLt FP8 path on misaligned buffers, or of the 128-block path with a ragged k,
+  // takes the BF16 fallback (which copies the operands).
+  if (!quantized_aligned(x, w, y) || (p == GemmPath::fp8_block128_scaled && k % 128 != 0))
+    p = GemmPath::bf16_fallback;
   const DeviceTensor xv = operand_view(x, m, k), wv = operand_view(w, n, k),
                      yv = output_view(y, m, n, out_dtype);
   if (p != GemmPath::bf16_fallback && t.gemm(xv, wv, yv, p, stream)) return p;
@@ -238,6 +240,9 @@ GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const Qua
                                 " path does not take " + x.format.spec() + " x " + w.format.spec());
   if (path != GemmPath::automatic && path != GemmPath::bf16_fallback && !quantized_aligned(x, w, y))
     throw std::invalid_argument(misaligned_message(std::string(gemm_path_name(path)).c_str()));
+  if (path == GemmPath::fp8_block128_scaled && k % 128 != 0)
+    throw std::invalid_argument("lpx::kernels::gemm: the fp8 1x128/128x128 block-scaled path needs k % 128 == 0, got k = " +
+                                std::to_string(k));
   return run_quantized(m, n, k, x, w, y, out_dtype, stream, path);
 }
 

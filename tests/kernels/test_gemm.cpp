@@ -165,6 +165,13 @@ TEST_CASE("quantized gemm checks its arguments before any CUDA call") {
   shifted.codes = wide.data() + (16 - reinterpret_cast<uintptr_t>(wide.data()) % 16) % 16 + 1;
   CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, shifted, a, y.data(), f32, nullptr, GemmPath::mxfp8_block_scaled),
                     Catch::Contains("16-byte aligned"));
+  // The 128-block FP8 path wants whole K-blocks.
+  kernels::QuantizedOperand b128 = a, t128 = a;
+  b128.format = fmt("fp8_block128");
+  t128.format = fmt("fp8_block128x128");
+  b128.scale_values = t128.scale_values = floats.data();
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 96, b128, t128, y.data(), f32, nullptr, GemmPath::fp8_block128_scaled),
+                    Catch::Contains("k % 128"));
   kernels::QuantizedOperand channel = a;
   channel.format = fmt("e4m3:channel:fp32");
   channel.scale_values = floats.data();
