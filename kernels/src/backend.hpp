@@ -28,15 +28,15 @@
 
 namespace lpx::kernels::backend {
 
-inline constexpr uint32_t kAbiVersion = 3;  // 2: ElementFormat gained subnormals, reserved_top;
-                                            // 3: quantize_both
+inline constexpr uint32_t kAbiVersion = 4;  // 2: ElementFormat gained subnormals, reserved_top;
+                                            // 3: quantize_both; 4: gemm_f32
 inline constexpr const char* kEntryPoint = "lpx_cuda_backend";
 inline constexpr const char* kModuleFile = "liblpx_cuda.so";
 
 enum class Copy : uint8_t { host_to_device, device_to_host, device_to_device };
 
 struct Layout {
-  uint32_t abi_version, table, tensor, element_format, cast_options, quantize_options;
+  uint32_t abi_version, table, tensor, element_format, cast_options, quantize_options, limited_sum;
   bool operator==(const Layout&) const = default;
 };
 
@@ -101,6 +101,11 @@ struct Table {
   // The median time in seconds of `reps` runs of run(context) (after one warm-up), timed
   // with CUDA events on the default stream.
   double (*median_seconds)(int reps, void (*run)(void*), void* context);
+  // gemm_f32_device (gemm.hpp) on checked arguments with m, n, k > 0: the ordered kernel
+  // (ordered_gemm.cu) for exact or limited, cuBLASLt's SGEMM for fast fp32 (gemm.cu).
+  void (*gemm_f32)(bool a_trans, bool b_trans, const float* a, const float* b, float* c,
+                   int64_t m, int64_t n, int64_t k, LimitedSum acc, bool accumulate,
+                   GemmOrder order, void* stream);
 };
 
 // This build's layout (the module fills Table::layout with its own).
@@ -110,7 +115,8 @@ constexpr Layout layout() {
                 static_cast<uint32_t>(sizeof(DeviceTensor)),
                 static_cast<uint32_t>(sizeof(ElementFormat)),
                 static_cast<uint32_t>(sizeof(CastOptions)),
-                static_cast<uint32_t>(sizeof(QuantizeOptions))};
+                static_cast<uint32_t>(sizeof(QuantizeOptions)),
+                static_cast<uint32_t>(sizeof(LimitedSum))};
 }
 
 // --- Host side (loader.cpp).

@@ -6,14 +6,16 @@
 // as a fraction of its bandwidth (bytes read + written, the copy counted the same way).
 // GEMMs: m = n = k = size, X·Wᵀ, FP8 (E4M3 x E4M3, E4M3 x E5M2, per-tensor scales) vs BF16,
 // and MXFP8 / NVFP4 / MXFP4 quantized operands through gemm(QuantizedOperand) (the path
-// the device takes is named in the row), bf16 output; inputs are zero-filled (the GEMM's
-// speed does not depend on the values).
+// the device takes is named in the row), bf16 output; float32 GEMMs in cuBLASLt's order
+// and in the ordered kernel's (--gemm exact, limited accumulation); inputs are
+// zero-filled (the GEMM's speed does not depend on the values).
 //
 // Host code: it drives the public device API (the CUDA module's launchers) and times each
 // path with the module's CUDA-event timer (backend.hpp, median_seconds).
 #include <algorithm>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -201,6 +203,20 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
                [&] { path = gemm(s, s, s, xq, wq, y.get(), GemmDtype::bf16); });
       rows.back().path += " (" + std::string(gemm_path_name(path)) + ")";
     }
+    // Float32 GEMMs (gemm_f32_device; X (s, s) . W (s, s)^T as the layers call them):
+    // cuBLASLt's own order against the ordered kernel of --gemm exact and of limited
+    // accumulation (13 mantissa bits, promoted every 128: a Hopper FP8 tensor core).
+    DeviceBuffer fa(s * s * 4), fb(s * s * 4), fc(s * s * 4);
+    fill_device(fa.get(), 0, s * s * 4);
+    fill_device(fb.get(), 0, s * s * 4);
+    const auto n = static_cast<int64_t>(s);
+    for (const auto& [name, acc, order] :
+         {std::tuple{"f32 fast (cuBLASLt)", LimitedSum{}, GemmOrder::fast},
+          std::tuple{"f32 exact (ordered)", LimitedSum{}, GemmOrder::exact},
+          std::tuple{"f32 limited 13b/128 (ordered)", LimitedSum{13, 128}, GemmOrder::exact}})
+      add_gemm(std::string("gemm ") + name + " " + std::to_string(s), [&, acc = acc, order = order] {
+        gemm_f32_device(false, true, fa.get<float>(), fb.get<float>(), fc.get<float>(), n, n, n, acc, false, order);
+      });
   }
   return rows;
 }

@@ -71,6 +71,22 @@ struct Descriptors {
   }
 };
 
+// cuBLASLt's first algorithm for the descriptors, with the shared workspace (d.pref is
+// created here); false when it has none (NOT_SUPPORTED: no kernel for this combination on
+// this device, not an error).
+bool first_algorithm(const LtContext& ctx, Descriptors& d, cublasLtMatmulHeuristicResult_t& out) {
+  check_lt(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
+  check_lt(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
+           "workspace preference");
+  int found = 0;
+  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c,
+                                                           d.pref, 1, &out, &found);
+  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  check_lt(hs, "heuristic");
+  return true;
+}
+
 // One cublasLtMatmul: A = W (n, k), B = X (m, k), D = Y (m, n).
 struct LtCall {
   size_t m = 0, n = 0, k = 0;
@@ -110,17 +126,8 @@ bool run_lt(const LtCall& call, cudaStream_t stream) {
   check_lt(cublasLtMatrixLayoutCreate(&d.a, call.a_type, u(call.k), u(call.n), ld(call.k)), "layout A");
   check_lt(cublasLtMatrixLayoutCreate(&d.b, call.b_type, u(call.k), u(call.m), ld(call.k)), "layout B");
   check_lt(cublasLtMatrixLayoutCreate(&d.c, call.d_type, u(call.n), u(call.m), ld(call.n)), "layout C/D");
-  check_lt(cublasLtMatmulPreferenceCreate(&d.pref), "preference");
-  check_lt(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                &kWorkspaceBytes, sizeof(kWorkspaceBytes)),
-           "workspace preference");
   cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx.handle, d.op, d.a, d.b, d.c, d.c,
-                                                           d.pref, 1, &heuristic, &found);
-  // NOT_SUPPORTED: no kernel for this combination on this device (not an error here).
-  if (hs == CUBLAS_STATUS_NOT_SUPPORTED || (hs == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
-  check_lt(hs, "heuristic");
+  if (!first_algorithm(ctx, d, heuristic)) return false;
   const float beta = 0.0f;
   check_lt(cublasLtMatmul(ctx.handle, d.op, &call.alpha, call.a, d.a, call.b, d.b, &beta, call.d,
                           d.c, call.d, d.c, &heuristic.algo, ctx.workspace, kWorkspaceBytes, stream),
@@ -352,6 +359,39 @@ bool gemm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, G
     case GemmPath::automatic: break;
   }
   throw std::invalid_argument("lpx::kernels: the module's gemm takes a concrete path");
+}
+
+}  // namespace lpx::kernels::module
+
+namespace lpx::kernels::module {
+
+// gemm_f32_device's fast order (gemm.hpp): row-major c (m, n) (+)= op(a) op(b) is
+// column-major cᵀ (n x m, ldc = n) = op(b)ᵀ op(a)ᵀ, so cuBLASLt's A is b and its B is a.
+// b stored (k, n) row-major is column-major (n x k, ld n): TRANSA = N; stored (n, k) it is
+// (k x n, ld k): TRANSA = T. a stored (m, k) is column-major (k x m, ld k): TRANSB = N;
+// stored (k, m) it is (m x k, ld m): TRANSB = T. CUBLAS_COMPUTE_32F keeps float32
+// products (no TF32); beta = 1 accumulates.
+void gemm_sgemm(bool a_trans, bool b_trans, const float* a, const float* b, float* c, int64_t m,
+                int64_t n, int64_t k, bool accumulate, void* stream) {
+  LtContext& ctx = context();
+  Descriptors d;
+  check_lt(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");
+  const cublasOperation_t ta = b_trans ? CUBLAS_OP_T : CUBLAS_OP_N, tb = a_trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)), "TRANSA");
+  check_lt(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)), "TRANSB");
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  if (b_trans) check_lt(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, u(k), u(n), k), "layout A");
+  else check_lt(cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, u(n), u(k), n), "layout A");
+  if (a_trans) check_lt(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, u(m), u(k), m), "layout B");
+  else check_lt(cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, u(k), u(m), k), "layout B");
+  check_lt(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, u(n), u(m), n), "layout C/D");
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  if (!first_algorithm(ctx, d, heuristic))
+    throw std::runtime_error("cuBLASLt has no float32 GEMM algorithm for this device");
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  check_lt(cublasLtMatmul(ctx.handle, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c, &heuristic.algo,
+                          ctx.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
+           "matmul");
 }
 
 }  // namespace lpx::kernels::module

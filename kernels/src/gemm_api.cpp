@@ -304,4 +304,28 @@ GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span
   return ran;
 }
 
+void gemm_f32_device(bool a_trans, bool b_trans, const float* a, const float* b, float* c,
+                     int64_t m, int64_t n, int64_t k, LimitedSum acc, bool accumulate,
+                     GemmOrder order, void* stream) {
+  if (m < 0 || n < 0 || k < 0)
+    throw std::invalid_argument("lpx::kernels::gemm_f32_device: negative size " + std::to_string(m) + " x " +
+                                std::to_string(n) + " x " + std::to_string(k));
+  if (acc.mantissa_bits < 1 || acc.mantissa_bits > 23)
+    throw std::invalid_argument("lpx::kernels::gemm_f32_device: mantissa_bits " +
+                                std::to_string(acc.mantissa_bits) + " is not in [1, 23]");
+  if (acc.promote_every < 0)
+    throw std::invalid_argument("lpx::kernels::gemm_f32_device: promote_every is negative");
+  const auto count = [](int64_t r, int64_t s) { return static_cast<size_t>(r) * static_cast<size_t>(s); };
+  detail::check_pointer(a, count(m, k), "gemm_f32_device: a");
+  detail::check_pointer(b, count(k, n), "gemm_f32_device: b");
+  detail::check_pointer(c, count(m, n), "gemm_f32_device: c");
+  const backend::Table& t = backend::require();
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: c = 0, or c unchanged
+    if (!accumulate) t.fill(c, 0, count(m, n) * sizeof(float), stream);
+    return;
+  }
+  t.gemm_f32(a_trans, b_trans, a, b, c, m, n, k, acc, accumulate, order, stream);
+}
+
 }  // namespace lpx::kernels

@@ -29,6 +29,11 @@ void hadamard(const DeviceTensor& in, const DeviceTensor& out, int axis, int n,
 // gemm.cu
 bool gemm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, GemmPath path,
           void* stream);
+void gemm_sgemm(bool a_trans, bool b_trans, const float* a, const float* b, float* c, int64_t m,
+                int64_t n, int64_t k, bool accumulate, void* stream);
+// ordered_gemm.cu
+void gemm_f32(bool a_trans, bool b_trans, const float* a, const float* b, float* c, int64_t m,
+              int64_t n, int64_t k, LimitedSum acc, bool accumulate, GemmOrder order, void* stream);
 // hw_cvt.cu
 bool hw_cvt(const DeviceTensor& in, const uint32_t* rbits, const DeviceTensor& out, HwCvt which);
 // module.cu

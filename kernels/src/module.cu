@@ -143,6 +143,7 @@ const backend::Table kTable = {
     hw_cvt,
     codec_roundtrip,
     median_seconds,
+    gemm_f32,
 };
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "lpx/formats/quantize.hpp"
 #include "lpx/kernels/cast.hpp"
 #include "lpx/kernels/device.hpp"
+#include "lpx/kernels/gemm.hpp"
 #include "lpx/kernels/hadamard.hpp"
 #include "lpx/kernels/memory.hpp"
 #include "lpx/kernels/quantize.hpp"
@@ -67,6 +68,11 @@ struct CudaKernels {
   static void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& opt) {
     kernels::fake_cast_device(in, out, opt);
   }
+  static void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                   int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order) {
+    const LimitedSum sum{acc.is_fp32() ? 23 : acc.mantissa_bits, acc.promote_every};
+    kernels::gemm_f32_device(ta == Trans::t, tb == Trans::t, a, b, c, m, n, k, sum, accumulate, order);
+  }
 };
 
 struct EmulatedKernels {
@@ -103,19 +109,38 @@ struct EmulatedKernels {
   static void fake_cast(const DeviceTensor& in, const DeviceTensor& out, const CastOptions& opt) {
     fake_cast_array(span_of(in), span_of(out), out.element, opt);
   }
+  static void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                   int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order) {
+    sim::gemm(ta, tb, a, b, c, m, n, k, acc, accumulate, order);
+  }
 };
 
-// The OperandBackend of Device::gpu (K = CudaKernels) and Device::emulated. Each call
-// copies the operand's values up into a grow-only workspace, runs one kernel on views of
-// it and copies the values back; nothing else crosses (no codes, no scales: the fused
-// fake_quantize writes the dequantized values directly). Workspace, per call of `count`
-// elements: [0, count) the input (the Hadamard transform runs in place there),
-// [count, 2 count) the output, then kMaxHadamardRow signs and the two-level amax word.
-// It grows to the largest operand and is never freed before the backend; a mutex
-// serializes the calls (the quantizer may run roles concurrently).
+// The OperandBackend and GemmBackend of Device::gpu (K = CudaKernels) and
+// Device::emulated. Each call copies the operand's values up into a grow-only workspace,
+// runs one kernel on views of it and copies the values back; nothing else crosses (no
+// codes, no scales: the fused fake_quantize writes the dequantized values directly).
+// Workspace, per quantizer call of `count` elements: [0, count) the input (the Hadamard
+// transform runs in place there), [count, 2 count) the output, then kMaxHadamardRow signs
+// and the two-level amax word; per GEMM: a, b, c one after the other. It grows to the
+// largest call and is never freed before the backend; a mutex serializes the calls (the
+// quantizer may run roles concurrently).
 template <class K>
-class DeviceOperandBackend final : public OperandBackend {
+class DeviceOperandBackend final : public OperandBackend, public GemmBackend {
  public:
+  void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+            int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order) override {
+    if (m <= 0 || n <= 0) return;
+    ++g_device_calls;
+    const auto sa = static_cast<size_t>(m * k), sb = static_cast<size_t>(k * n), sc = static_cast<size_t>(m * n);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    float* d = grow(sa + sb + sc);
+    K::to_device(d, a, sa * sizeof(float));
+    K::to_device(d + sa, b, sb * sizeof(float));
+    if (accumulate) K::to_device(d + sa + sb, c, sc * sizeof(float));
+    K::gemm(ta, tb, d, d + sa, d + sa + sb, m, n, k, acc, accumulate, order);
+    K::to_host(c, d + sa + sb, sc * sizeof(float));
+  }
+
   void hadamard(float* data, int64_t rows, int64_t cols, int axis, int n,
                 std::span<const float> signs) override {
     const auto count = static_cast<size_t>(rows * cols);
@@ -194,9 +219,11 @@ class DeviceOperandBackend final : public OperandBackend {
  private:
   static constexpr size_t kGrain = size_t{1} << 20;  // grow in whole MiB
 
-  // The workspace for `count` elements (layout above), grown when needed.
-  float* reserve(size_t count) {
-    const size_t bytes = (2 * count + kMaxHadamardRow + 1) * sizeof(float);
+  // The workspace for a quantizer call of `count` elements (layout above).
+  float* reserve(size_t count) { return grow(2 * count + kMaxHadamardRow + 1); }
+  // At least `floats` floats of workspace, grown when needed.
+  float* grow(size_t floats) {
+    const size_t bytes = floats * sizeof(float);
     workspace_.reserve((bytes + kGrain - 1) / kGrain * kGrain);
     return workspace_.template get<float>();
   }
@@ -211,14 +238,22 @@ class DeviceOperandBackend final : public OperandBackend {
 
 }  // namespace
 
-std::shared_ptr<OperandBackend> make_operand_backend(Device d) {
+namespace {
+template <class K>
+DeviceBackends both_of() {
+  auto b = std::make_shared<DeviceOperandBackend<K>>();
+  return DeviceBackends{b, b};
+}
+}  // namespace
+
+DeviceBackends make_device_backends(Device d) {
   require_device(d);
   switch (d) {
-    case Device::cpu: return nullptr;
-    case Device::gpu: return std::make_shared<DeviceOperandBackend<CudaKernels>>();
-    case Device::emulated: return std::make_shared<DeviceOperandBackend<EmulatedKernels>>();
+    case Device::cpu: return {};
+    case Device::gpu: return both_of<CudaKernels>();
+    case Device::emulated: return both_of<EmulatedKernels>();
   }
-  return nullptr;
+  return {};
 }
 
 }  // namespace lpx::sim

@@ -1,4 +1,4 @@
-// GEMMs (Eigen in fixed row chunks, or the limited-accumulation loop) and QuantGemms.
+// GEMMs (Eigen in fixed row chunks, or the ordered loops of the exact and limited rules) and QuantGemms.
 #include "lpx/sim/gemm.hpp"
 
 #include <Eigen/Core>
@@ -11,6 +11,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "enum_names.hpp"
+
 namespace lpx::sim {
 
 namespace {
@@ -19,40 +23,20 @@ using MapC = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 using Map = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 }  // namespace
 
-namespace {
-// x rounded to nearest-even with mantissa_bits + 1 significant bits, on the bits of the
-// double: drop the low 52 - mantissa_bits mantissa bits after adding half of their weight
-// minus one, plus the lowest kept bit (ties to even). A carry out of the mantissa moves
-// to the next binade, as rounding should; signed zero, Inf and NaN come out unchanged
-// and a finite value past the double range becomes Inf. For a finite normal x this is
-// exactly ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...) (the definition;
-// tests/sim/test_gradcheck.cpp holds the two to each other), with no branch, so the
-// limited-accumulation loop below vectorizes.
-inline double round_bits(double x, int mantissa_bits) {
-  const int drop = 52 - mantissa_bits;
-  uint64_t b;
-  std::memcpy(&b, &x, sizeof b);
-  const uint64_t half = (uint64_t{1} << (drop - 1)) - 1;
-  b = (b + half + ((b >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
-  double r;
-  std::memcpy(&r, &b, sizeof r);
-  return r;
-}
-}  // namespace
-
-// pt[j] = round_bits(pt[j] + av * brow[j]) for j < n: one product of a row of the limited
-// accumulator. Compiled for AVX-512, AVX2 and the baseline (the build targets the baseline
-// and dispatches at run time, as Highway does for the codec), since the double lanes are
-// what the loop's speed depends on. Every clone does the same IEEE operations per element.
+// pt[j] = round_mantissa_bits(pt[j] + av * brow[j]) for j < n: one product of a row of
+// the limited accumulator (numerics/ordered_sum.hpp's limited_add, lane by lane). Compiled
+// for AVX-512, AVX2 and the baseline (the build targets the baseline and dispatches at run
+// time, as Highway does for the codec), since the double lanes are what the loop's speed
+// depends on. Every clone does the same IEEE operations per element.
 #ifdef __clang__
-// the sanitized build (clang -O1) cannot vectorize the loop below and says so; that is fine
+// the sanitized build (clang -O1) cannot vectorize the loops below and says so; that is fine
 #pragma clang diagnostic ignored "-Wpass-failed"
 #endif
 namespace {
 __attribute__((target_clones("avx512f", "avx2", "default"))) void limited_row_step(float* __restrict pt,
                                                                                   const float* __restrict brow,
                                                                                   float av, int64_t n, int mb) {
-  // round_bits with its loop invariants hoisted, written on bit_cast so the loop vectorizes
+  // round_mantissa_bits with its loop invariants hoisted, on bit_cast so the loop vectorizes
   const int drop = 52 - mb;
   const uint64_t half = (uint64_t{1} << (drop - 1)) - 1, keep = ~((uint64_t{1} << drop) - 1);
 #pragma omp simd
@@ -62,15 +46,33 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void limited_row_st
     pt[j] = static_cast<float>(std::bit_cast<double>((b + half + ((b >> drop) & 1)) & keep));
   }
 }
+
+// pt[j] = fma(av, brow[j], pt[j]) for j < n: one product of a row of the exact fp32 order.
+// The x86-64-v3/v4 clones have FMA instructions; the baseline clone calls fmaf (the same
+// correctly rounded result, slower).
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void fma_row_step(
+    float* __restrict pt, const float* __restrict brow, float av, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) pt[j] = std::fma(av, brow[j], pt[j]);
+}
 }  // namespace
+
+constexpr EnumNames<GemmOrder, 2> kGemmOrderNames{{"fast", "exact"}};
+
+std::string_view gemm_order_name(GemmOrder o) { return kGemmOrderNames(o); }
+
+GemmOrder gemm_order_by_name(std::string_view name) {
+  if (const auto o = kGemmOrderNames.find(name)) return *o;
+  throw std::invalid_argument(fmt::format("GEMM order '{}' is not fast or exact", name));
+}
 
 float round_to_mantissa(double x, int mantissa_bits) {
   if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
-  return static_cast<float>(round_bits(x, mantissa_bits));
+  return static_cast<float>(round_mantissa_bits(x, mantissa_bits));
 }
 
 void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
-          int64_t k, const Accumulation& acc, bool accumulate) {
+          int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate) std::fill(c, c + m * n, 0.0f);
@@ -79,7 +81,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
   // One chunk (attention's per-head products, small layers) runs without opening a
   // parallel region: on a busy machine a region per tiny GEMM costs far more than it gives.
-  if (acc.is_fp32()) {
+  if (acc.is_fp32() && order == GemmOrder::fast) {
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t ci = 0; ci < chunks; ++ci) {
       const int64_t r0 = ci * kRowChunk;
@@ -109,11 +111,13 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
     }
     return;
   }
-  // Limited accumulation: each C element reduced in increasing k, its partial sum rounded
-  // to mantissa_bits after every product and added into the fp32 total every promote_every
-  // products. op(B) is first copied to a (K, N) row-major array so that the loop runs along
-  // a row of C (every element's own sequence of roundings, in the same order, vectorized).
+  // The ordered rules (numerics/ordered_sum.hpp): each C element reduced in increasing k,
+  // by fma (exact fp32) or with its partial sum rounded to mantissa_bits after every
+  // product and added into the fp32 total every promote_every products (limited). op(B)
+  // is first copied to a (K, N) row-major array so that the loop runs along a row of C
+  // (every element's own sequence of roundings, in the same order, vectorized).
   const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
+  const bool fp32 = acc.is_fp32();
   const int mb = acc.mantissa_bits;
   const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
   std::vector<float> bt;
@@ -132,23 +136,36 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
       float* pt = partial.data();
       float* tt = total.data();
       for (int64_t j = 0; j < n; ++j) {
-        tt[j] = accumulate ? c[i * n + j] : 0.0f;
+        // the limited rule starts its total at c; the fp32 rule adds c after its sum (pt)
+        tt[j] = accumulate && !fp32 ? c[i * n + j] : 0.0f;
         pt[j] = 0.0f;
       }
       for (int64_t kk = 0; kk < k; ++kk) {
-        limited_row_step(pt, bk + kk * n, a[i * a_si + kk * a_sk], n, mb);
-        if ((kk + 1) % every == 0 || kk + 1 == k)
+        const float av = a[i * a_si + kk * a_sk];
+        if (fp32) fma_row_step(pt, bk + kk * n, av, n);
+        else limited_row_step(pt, bk + kk * n, av, n, mb);
+        if (!fp32 && ((kk + 1) % every == 0 || kk + 1 == k))
           for (int64_t j = 0; j < n; ++j) {
             tt[j] += pt[j];
             pt[j] = 0.0f;
           }
       }
-      std::copy(tt, tt + n, c + i * n);
+      if (fp32 && accumulate)
+        for (int64_t j = 0; j < n; ++j) c[i * n + j] += pt[j];
+      else
+        std::copy(fp32 ? pt : tt, (fp32 ? pt : tt) + n, c + i * n);
     }
   }
 }
 
-QuantGemms::QuantGemms(OperandQuantizer q, Accumulation acc) : q_(std::move(q)), acc_(acc) {}
+QuantGemms::QuantGemms(OperandQuantizer q, Accumulation acc, GemmExecution exec)
+    : q_(std::move(q)), acc_(acc), exec_(std::move(exec)) {}
+
+void QuantGemms::run(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m,
+                     int64_t n, int64_t k, bool accumulate) {
+  if (exec_.backend) exec_.backend->gemm(ta, tb, a, b, c, m, n, k, acc_, accumulate, exec_.order);
+  else gemm(ta, tb, a, b, c, m, n, k, acc_, accumulate, exec_.order);
+}
 
 const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_t cols,
                                uint64_t step, bool collect, std::vector<float>& buf) {
@@ -228,7 +245,7 @@ void QuantGemms::forward(const float* x_in, const float* w, const float* bias, f
   const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, qa_);
   const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, qb_);
   // y (M,N) = xq (M,K) wq (N,K)^T
-  gemm(Trans::n, Trans::t, xq, wq, y, m, n, k, acc_, false);
+  run(Trans::n, Trans::t, xq, wq, y, m, n, k, false);
   if (bias) {
 #pragma omp parallel for schedule(static) if (m > kRowChunk)
     for (int64_t i = 0; i < m; ++i)
@@ -245,7 +262,7 @@ void QuantGemms::backward(const float* dy, const float* x_in, const float* w, fl
     const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, qb_);
     // dx (M,K) = dyq (M,N) wq (N,K)
     if (injected && dx_accumulate) throw std::logic_error("an injected layer cannot accumulate its input gradient");
-    gemm(Trans::n, Trans::n, dyq, wq, dx, m, k, n, acc_, dx_accumulate);
+    run(Trans::n, Trans::n, dyq, wq, dx, m, k, n, dx_accumulate);
     if (injected)
       for (int64_t i = 0; i < m; ++i) dx[i * k + injection->channel] *= injection->magnitude;
   }
@@ -253,7 +270,7 @@ void QuantGemms::backward(const float* dy, const float* x_in, const float* w, fl
   const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, qa_);
   const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, qb_);
   // dw (N,K) += dyq^T (N,M) xq (M,K)
-  gemm(Trans::t, Trans::n, dyq, xq, dw, n, k, m, acc_, true);
+  run(Trans::t, Trans::n, dyq, xq, dw, n, k, m, true);
   if (dbias) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) dbias[j] += dy[i * n + j];

@@ -74,13 +74,13 @@ void add_z_loss_gradient(float* dlogits, const float* probs, const float* logits
 // The recipe's pieces every layer needs.
 struct LayerFactory {
   const Recipe& recipe;
-  std::shared_ptr<OperandBackend> backend;
+  Execution exec;
   uint64_t seed;
   std::unique_ptr<QuantGemms> operator()(const LayerInfo& info) const {
     OperandQuantizer q(recipe, info, seed);
-    q.set_backend(backend);
+    q.set_backend(exec.quantizers);
     const Accumulation acc = q.high_precision() ? Accumulation{} : recipe.accumulation;
-    return std::make_unique<QuantGemms>(std::move(q), acc);
+    return std::make_unique<QuantGemms>(std::move(q), acc, exec.gemms);
   }
 };
 }  // namespace
@@ -517,9 +517,9 @@ class Gpt final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe,
-                                  std::shared_ptr<OperandBackend> backend, int batch, uint64_t seed) {
-  const LayerFactory make_gemms{recipe, std::move(backend), seed};
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe, Execution exec,
+                                  int batch, uint64_t seed) {
+  const LayerFactory make_gemms{recipe, std::move(exec), seed};
   switch (cfg.kind) {
     case ModelKind::mlp: return std::make_unique<Mlp>(cfg, make_gemms, batch, seed);
     case ModelKind::gpt: return std::make_unique<Gpt>(cfg, make_gemms, batch, seed);

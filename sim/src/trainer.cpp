@@ -45,6 +45,7 @@ std::string TrainConfig::to_json() const {
   j["clip"] = clip;
   j["stats_every"] = stats_every;
   j["device"] = device_name(device);
+  j["gemm"] = gemm_order_name(gemm);
   j["adam_eps"] = adam_eps;
   j["master_weights"] = master_weights;
   j["optimizer_state"] = optimizer_state;
@@ -85,6 +86,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
   c.clip = j.at("clip");
   c.stats_every = j.at("stats_every");
   c.device = device_by_name(j.value("device", std::string("cpu")));  // logs written before --device: cpu
+  c.gemm = gemm_order_by_name(j.value("gemm", std::string("fast")));  // before --gemm: fast
   // logs written before the instability mechanisms: their defaults
   c.model.qk_norm = m.value("qk_norm", false);
   c.model.z_loss = m.value("z_loss", 0.0f);
@@ -173,9 +175,12 @@ Trainer::Trainer(TrainConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.batch == 0) cfg_.batch = gpt ? 16 : 128;
   if (cfg_.warmup < 0) cfg_.warmup = std::min<int64_t>(100, cfg_.steps / 10);
   recipe_ = load_recipe(cfg_.recipe);
-  backend_ = make_operand_backend(cfg_.device);
+  const DeviceBackends device = make_device_backends(cfg_.device);
+  backend_ = device.quantizers;
+  gemm_backend_ = device.gemms;
   load_data();
-  model_ = make_model(cfg_.model, recipe_, backend_, cfg_.batch, cfg_.seed);
+  model_ = make_model(cfg_.model, recipe_, Execution{backend_, GemmExecution{gemm_backend_, cfg_.gemm}},
+                      cfg_.batch, cfg_.seed);
   AdamWConfig ac;
   ac.weight_decay = cfg_.weight_decay;
   ac.beta2 = gpt ? 0.95f : 0.999f;
@@ -534,7 +539,7 @@ void Trainer::run(const std::function<void(const StepMetrics&, const std::option
 }
 
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
-                              int threads) {
+                              int threads, GemmOrder order) {
   TrainConfig c;
   if (model.starts_with("gpt-")) apply_gpt_preset(c.model, model);  // a GPT size (model.hpp)
   else c.model.kind = model_kind_by_name(model);
@@ -542,6 +547,7 @@ BenchResult bench_train_steps(const std::string& model, const std::string& recip
   c.recipe = recipe;
   c.steps = steps + 1;
   c.threads = threads;
+  c.gemm = order;
   Trainer t(c);
   t.step();  // warm-up: first-touch allocations, OpenMP pool
   std::vector<double> times;

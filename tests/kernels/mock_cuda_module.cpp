@@ -10,7 +10,8 @@
 // path runs the plan of kernels/src/tiled_quantize.hpp (its tiles, lane groups, keys and
 // indices), so only the shuffles and the shared memory of that kernel go unchecked here.
 // GEMMs: the per-tensor (as stored) and BF16-fallback paths in double; the block-scaled
-// paths report "no algorithm" (as on a device without them). Hardware cvt: not supported.
+// paths report "no algorithm" (as on a device without them); float32 GEMMs by
+// ordered_sum.hpp's rule (exact, limited) or in double (fast). Hardware cvt: not supported.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "lpx/formats/block_scale.hpp"
 #include "lpx/formats/codec.hpp"
 #include "lpx/numerics/hadamard.hpp"
+#include "lpx/numerics/ordered_sum.hpp"
 #include "lpx/numerics/philox.hpp"
 
 namespace {
@@ -321,6 +323,27 @@ bool gemm(const DeviceTensor& x, const DeviceTensor& w, const DeviceTensor& y, G
   return true;
 }
 
+// ordered_gemm.cu's per-element rule (ordered_sum.hpp's ordered_dot, which the kernel
+// runs in its tiles) for exact and limited; for fast fp32 (cuBLASLt's own order) a sum in
+// double rounded once, so that tests see a fast mode that differs from exact.
+void gemm_f32(bool a_trans, bool b_trans, const float* a, const float* b, float* c, int64_t m,
+              int64_t n, int64_t k, LimitedSum acc, bool accumulate, GemmOrder order, void*) {
+  const int64_t a_row = a_trans ? 1 : k, a_step = a_trans ? m : 1;
+  const int64_t b_col = b_trans ? k : 1, b_step = b_trans ? 1 : n;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float& out = c[i * n + j];
+      if (!acc.fp32() || order == GemmOrder::exact) {
+        out = ordered_dot(a + i * a_row, a_step, b + j * b_col, b_step, k, acc, out, accumulate);
+        continue;
+      }
+      double s = accumulate ? out : 0.0;
+      for (int64_t t = 0; t < k; ++t)
+        s += static_cast<double>(a[i * a_row + t * a_step]) * b[j * b_col + t * b_step];
+      out = static_cast<float>(s);
+    }
+}
+
 bool hw_cvt(const DeviceTensor&, const uint32_t*, const DeviceTensor&, HwCvt) { return false; }
 
 void codec_roundtrip(const ElementFormat& f, uint32_t* out) {
@@ -350,7 +373,7 @@ double median_seconds(int reps, void (*run)(void*), void* context) {
 const backend::Table kTable = {
     backend::layout(), device_count, device_name, compute_capability, allocate, release, copy, fill,
     synchronize, encode, decode, fake_cast, quantize, quantize_both, dequantize, hadamard, gemm, hw_cvt,
-    codec_roundtrip, median_seconds,
+    codec_roundtrip, median_seconds, gemm_f32,
 };
 
 }  // namespace

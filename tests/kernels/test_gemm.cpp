@@ -1,6 +1,7 @@
 // GEMMs over quantized operands (kernels/gemm.hpp): the path table, cuBLASLt's tiled
 // block-scale layout, the argument checks (every build, before any CUDA call), and on a
-// device the result against dequantize-on-the-CPU then a double-precision product.
+// device the result against dequantize-on-the-CPU then a double-precision product; the
+// float32 GEMM of a chosen order (gemm_f32_device) against its definition.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "lpx/formats/quantize.hpp"
 #include "lpx/kernels/device.hpp"
 #include "lpx/kernels/gemm.hpp"
+#include "lpx/kernels/memory.hpp"
 #include "lpx/numerics/philox.hpp"
 
 using namespace lpx;
@@ -242,4 +244,78 @@ TEST_CASE("quantized gemm on the device equals the dequantized product up to acc
       }
     CHECK(worst <= bound);
   }
+}
+
+// --- Float32 GEMMs in a chosen order (gemm_f32_device).
+
+TEST_CASE("gemm_f32_device checks its arguments before any CUDA call") {
+  static float a[64], b[64], c[64];
+  const LimitedSum fp32{};
+  using kernels::gemm_f32_device;
+  CHECK_THROWS_WITH(gemm_f32_device(false, false, a, b, c, -1, 4, 4, fp32, false, GemmOrder::exact),
+                    Catch::Contains("negative size"));
+  CHECK_THROWS_WITH(gemm_f32_device(false, false, a, b, c, 4, 4, 4, LimitedSum{0, 0}, false, GemmOrder::exact),
+                    Catch::Contains("mantissa_bits 0"));
+  CHECK_THROWS_WITH(gemm_f32_device(false, false, a, b, c, 4, 4, 4, LimitedSum{24, 0}, false, GemmOrder::exact),
+                    Catch::Contains("mantissa_bits 24"));
+  CHECK_THROWS_WITH(gemm_f32_device(false, false, a, b, c, 4, 4, 4, LimitedSum{10, -1}, false, GemmOrder::exact),
+                    Catch::Contains("promote_every"));
+  CHECK_THROWS_AS(gemm_f32_device(false, false, nullptr, b, c, 4, 4, 4, fp32, false, GemmOrder::exact),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(gemm_f32_device(false, false, a, b, nullptr, 4, 4, 4, fp32, false, GemmOrder::exact),
+                  std::invalid_argument);
+  if (!kernels::cuda_available())
+    CHECK_THROWS_WITH(gemm_f32_device(false, false, a, b, c, 4, 4, 4, fp32, false, GemmOrder::exact),
+                      Catch::StartsWith("no CUDA device"));
+}
+
+TEST_CASE("gemm_f32_device's exact order is one fma per product in increasing k, in every layout") {
+  if (!kernels::cuda_available()) {
+    WARN("skipped: no CUDA device (" << kernels::device_description() << ")");
+    return;
+  }
+  // ragged against the kernel's 64x64 tiles and 16-deep slices
+  const int64_t m = 131, n = 67, k = 83;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c0(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = static_cast<float>(static_cast<int32_t>(random_bits(3, 0, i))) * 0x1p-31f;
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = static_cast<float>(static_cast<int32_t>(random_bits(4, 0, i))) * 0x1p-29f;
+  for (size_t i = 0; i < c0.size(); ++i)
+    c0[i] = static_cast<float>(static_cast<int32_t>(random_bits(5, 0, i))) * 0x1p-30f;
+  kernels::DeviceBuffer da(a.size() * 4), db(b.size() * 4), dc(c0.size() * 4);
+  kernels::copy_to_device(da.get(), a.data(), a.size() * 4);
+  kernels::copy_to_device(db.get(), b.data(), b.size() * 4);
+  for (bool at : {false, true})
+    for (bool bt : {false, true})
+      for (bool acc : {false, true}) {
+        INFO("a_trans " << at << " b_trans " << bt << " accumulate " << acc);
+        kernels::copy_to_device(dc.get(), c0.data(), c0.size() * 4);
+        kernels::gemm_f32_device(at, bt, da.get<float>(), db.get<float>(), dc.get<float>(), m, n, k, LimitedSum{},
+                                 acc, GemmOrder::exact);
+        std::vector<float> got(c0.size());
+        kernels::copy_to_host(got.data(), dc.get(), got.size() * 4);
+        // the definition, written here with std::fma (the stored layouts read as the
+        // kernel must read them)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            float s = 0;
+            for (int64_t t = 0; t < k; ++t)
+              s = std::fma(a[static_cast<size_t>(at ? t * m + i : i * k + t)],
+                           b[static_cast<size_t>(bt ? j * k + t : t * n + j)], s);
+            const float want = acc ? c0[static_cast<size_t>(i * n + j)] + s : s;
+            REQUIRE(got[static_cast<size_t>(i * n + j)] == want);
+          }
+      }
+  // k = 0: c = 0, or unchanged when accumulating
+  kernels::copy_to_device(dc.get(), c0.data(), c0.size() * 4);
+  kernels::gemm_f32_device(false, false, da.get<float>(), db.get<float>(), dc.get<float>(), m, n, 0, LimitedSum{},
+                           true, GemmOrder::exact);
+  std::vector<float> same(c0.size());
+  kernels::copy_to_host(same.data(), dc.get(), same.size() * 4);
+  CHECK(same == c0);
+  kernels::gemm_f32_device(false, false, da.get<float>(), db.get<float>(), dc.get<float>(), m, n, 0, LimitedSum{},
+                           false, GemmOrder::exact);
+  kernels::copy_to_host(same.data(), dc.get(), same.size() * 4);
+  CHECK(std::all_of(same.begin(), same.end(), [](float v) { return v == 0.0f; }));
 }

@@ -81,6 +81,29 @@ TEST_CASE("lpx train --device: gpu without a device is one clear error line", "[
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("lpx train --gemm exact: logged, kept on --resume, and another order than fast", "[cli][resume]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_gemm_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string full = (dir / "full.h5").string(), cut = (dir / "cut.h5").string(),
+                    fast = (dir / "fast.h5").string();
+  const std::string common = std::string(LPX_BINARY) + " train --model gpt --recipe fp32 --seed 5 --layers 1"
+                             " --channels 32 --heads 2 --context 32 --batch 4 --checkpoint-every 4";
+  REQUIRE(sh(common + " --steps 8 --gemm exact --out " + full) == 0);
+  REQUIRE(sh(common + " --steps 8 --gemm exact --out " + cut + " --abort-after 5") == 3);  // checkpoint: step 4
+  REQUIRE(sh(std::string(LPX_BINARY) + " train --resume --out " + cut) == 0);
+  REQUIRE(sh(common + " --steps 8 --out " + fast) == 0);
+  const lpx::runlog::Run a = lpx::runlog::read_run(full), b = lpx::runlog::read_run(cut), f = lpx::runlog::read_run(fast);
+  CHECK(a.header.config_json.find("\"gemm\":\"exact\"") != std::string::npos);
+  CHECK(f.header.config_json.find("\"gemm\":\"fast\"") != std::string::npos);
+  REQUIRE(a.metrics.loss.size() == 8);
+  CHECK(a.metrics.loss == b.metrics.loss);  // the resumed run kept the exact order
+  CHECK(a.metrics.loss != f.metrics.loss);  // fp32 products: the orders differ in the last bits
+  // usage errors: an unknown order, and an order given with --resume (the log's is kept)
+  CHECK(sh(common + " --steps 1 --gemm tf32") == 2);
+  CHECK(sh(std::string(LPX_BINARY) + " train --resume --out " + cut + " --gemm fast") == 2);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("lpx train --resume refuses a log of another format version in one line", "[cli][resume]") {
   const auto dir = std::filesystem::temp_directory_path() / ("lpx_cli_future_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);

@@ -3,6 +3,7 @@
 // wiring (identity quantizers), including the GPT's quantized-attention path.
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -240,6 +241,75 @@ TEST_CASE("limited accumulation equals its slow definition bit for bit", "[gemm]
 }
 
 namespace {
+// The exact fp32 order, written the slow way: one element at a time, std::fma per product.
+void reference_exact_gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+                          int64_t k, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      for (int64_t kk = 0; kk < k; ++kk)
+        s = std::fma(ta == Trans::n ? a[i * k + kk] : a[kk * m + i], tb == Trans::n ? b[kk * n + j] : b[j * k + kk], s);
+      c[i * n + j] = accumulate ? c[i * n + j] + s : s;
+    }
+}
+}  // namespace
+
+TEST_CASE("the exact GEMM order is one fma per product in increasing k, on the CPU and in ordered_dot", "[gemm]") {
+  // one rounding per product: (1 + 2^-12)^2 - 1 keeps its 2^-24 term (a product rounded
+  // before its addition would lose it)
+  const float e = std::ldexp(1.0f, -12);
+  const float a2[2] = {1.0f, 1.0f + e}, b2[2] = {-1.0f, 1.0f + e};
+  float c = 0;
+  gemm(Trans::n, Trans::n, a2, b2, &c, 1, 1, 2, Accumulation{}, false, lpx::GemmOrder::exact);
+  CHECK(c == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
+  // every layout, ragged sizes past the 64-row chunks, accumulation
+  const int64_t m = 130, n = 70, k = 300;
+  std::vector<float> a(m * k), b(k * n), c0(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::ldexp(std::sin(1.3f * static_cast<float>(i)), static_cast<int>(i % 13) - 6);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.7f * static_cast<float>(i));
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(static_cast<float>(i));
+  for (Trans ta : {Trans::n, Trans::t})
+    for (Trans tb : {Trans::n, Trans::t})
+      for (bool acc : {false, true}) {
+        INFO("ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
+        std::vector<float> got = c0, want = c0, dot = c0;
+        gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{}, acc, lpx::GemmOrder::exact);
+        reference_exact_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, acc);
+        REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        // ordered_dot, the per-element rule the device kernel runs
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const float* ai = ta == Trans::n ? a.data() + i * k : a.data() + i;
+            const float* bj = tb == Trans::n ? b.data() + j : b.data() + j * k;
+            dot[static_cast<size_t>(i * n + j)] = lpx::ordered_dot(ai, ta == Trans::n ? 1 : m, bj, tb == Trans::n ? n : 1, k,
+                                                                   lpx::LimitedSum{}, c0[static_cast<size_t>(i * n + j)], acc);
+          }
+        REQUIRE(std::memcmp(dot.data(), want.data(), dot.size() * sizeof(float)) == 0);
+      }
+}
+
+TEST_CASE("ordered_dot's limited rule equals the limited accumulator's slow definition", "[gemm]") {
+  const int64_t m = 40, n = 30, k = 260;
+  std::vector<float> a(m * k), b(k * n), c0(m * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::ldexp(std::sin(1.7f * static_cast<float>(i)), static_cast<int>(i % 23) - 11);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::cos(static_cast<float>(i));
+  for (int mb : {1, 10, 14})
+    for (int64_t every : {int64_t{0}, int64_t{128}})
+      for (bool acc : {false, true}) {
+        INFO("mb " << mb << " every " << every << " acc " << acc);
+        std::vector<float> want = c0;
+        reference_limited_gemm(Trans::n, Trans::n, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const auto at = static_cast<size_t>(i * n + j);
+            const float got = lpx::ordered_dot(a.data() + i * k, 1, b.data() + j, n, k, lpx::LimitedSum{mb, every}, c0[at], acc);
+            REQUIRE(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want[at]));
+          }
+      }
+}
+
+namespace {
 // Every operand untouched; attention kept in (fp32) high precision or not.
 Recipe identity_recipe(bool keep_attention) {
   Recipe r = recipe_by_name("fp32");
@@ -280,7 +350,7 @@ TEST_CASE("MLP gradients (float32, whole model)", "[gradcheck]") {
     c.inputs = 12;
     c.hidden = {16, 8};
     c.activation = act;
-    auto m = make_model(c, identity_recipe(true), nullptr, 4, 7);
+    auto m = make_model(c, identity_recipe(true), {}, 4, 7);
     Batch b;
     b.batch = 4;
     auto x = randn(48, 21);
@@ -302,7 +372,7 @@ TEST_CASE("GPT gradients (float32, whole model)", "[gradcheck]") {
     c.activation = variant == 1 ? Activation::swiglu : Activation::gelu;
     INFO("variant " << variant);
     // variant 2: attention products through QuantGemms (the quantized-attention path)
-    auto m = make_model(c, identity_recipe(variant != 2), nullptr, 2, 8);
+    auto m = make_model(c, identity_recipe(variant != 2), {}, 2, 8);
     // larger weights than GPT-2's init so that every gradient is well above float noise
     for (const ParamTensor& t : m->tensors())
       if (t.decay)

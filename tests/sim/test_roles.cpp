@@ -407,7 +407,7 @@ TEST_CASE("linear_layers names the linears each model builds, in model order", "
       c.inputs = 12;
       c.hidden = {16, 8};
     }
-    auto m = make_model(c, recipe_by_name("mxfp4-rne"), nullptr, 2, 1);
+    auto m = make_model(c, recipe_by_name("mxfp4-rne"), {}, 2, 1);
     std::vector<LayerInfo> built;
     for (QuantGemms* q : m->gemm_layers())
       if (q->info().kind == LayerInfo::linear) built.push_back(q->info());

@@ -40,7 +40,7 @@ struct BenchArgs {
   bool json = false;
   bool gpu = false;
   bool train = false;
-  std::string models = "mlp,gpt", recipes;
+  std::string models = "mlp,gpt", recipes, gemm = "fast";
   int steps = 5;
   std::string filter;
 };
@@ -57,7 +57,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 // `lpx bench --train`: seconds per training step of each recipe, and its ratio to the
-// fp32 step of the same model measured in the same run.
+// fp32 step of the same model measured in the same run (always in the fast GEMM order, so
+// that --gemm exact's rows show what the fixed order costs).
 void run_train_bench(const BenchArgs& a) {
   std::vector<std::string> recipes;
   if (a.recipes.empty()) {
@@ -66,6 +67,7 @@ void run_train_bench(const BenchArgs& a) {
     recipes = split_commas(a.recipes);
   }
   if (a.steps < 1) throw UsageError("bench --train: --steps must be at least 1");
+  const GemmOrder order = sim::gemm_order_by_name(a.gemm);  // CLI11 checked the name
   for (const std::string& model : split_commas(a.models)) {  // every name checked before any output
     sim::ModelConfig m;
     try {
@@ -83,14 +85,16 @@ void run_train_bench(const BenchArgs& a) {
     const sim::BenchResult base = sim::bench_train_steps(model, "fp32", a.steps, a.threads);
     for (const std::string& recipe : recipes) {
       if (!a.filter.empty() && recipe.find(a.filter) == std::string::npos) continue;
-      const sim::BenchResult r =
-          recipe == "fp32" ? base : sim::bench_train_steps(model, recipe, a.steps, a.threads);
+      const sim::BenchResult r = recipe == "fp32" && order == GemmOrder::fast
+                                     ? base
+                                     : sim::bench_train_steps(model, recipe, a.steps, a.threads, order);
       const double ratio = r.seconds_per_step / base.seconds_per_step;
       if (a.json) {
         json += fmt::format("{}  {{\"model\": \"{}\", \"recipe\": \"{}\", \"seconds_per_step\": "
-                            "{:.6g}, \"samples_per_second\": {:.6g}, \"ratio_to_fp32\": {:.4f}}}",
+                            "{:.6g}, \"samples_per_second\": {:.6g}, \"ratio_to_fp32\": {:.4f}, "
+                            "\"gemm\": \"{}\"}}",
                             json.empty() ? "" : ",\n", model, recipe, r.seconds_per_step,
-                            r.samples_per_second, ratio);
+                            r.samples_per_second, ratio, a.gemm);
       } else {
         fmt::print("{:<10} {:<16} {:>12.4f} {:>12.1f} {:>10.2f}\n", model, recipe,
                    r.seconds_per_step, r.samples_per_second, ratio);
@@ -263,6 +267,11 @@ const bool registered = register_command(60, [](CLI::App& app) {
   cmd->add_flag("--train", args->train, "time training steps of each recipe against fp32 instead");
   cmd->add_option("--models", args->models, "with --train: mlp,gpt or GPT presets gpt-small,gpt-medium (default mlp,gpt)");
   cmd->add_option("--recipes", args->recipes, "with --train: recipes to time (default: the catalogue)");
+  cmd->add_option("--gemm", args->gemm,
+                  "with --train: the GEMM order of the timed runs, fast | exact (the fp32 baseline is "
+                  "always fast)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fast", "exact"}));
   add_int_option(cmd, "--steps", args->steps, 1, kMaxSteps,
                  "with --train: timed steps per recipe (median; default 5, at most 1000)");
   cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu\n  lpx bench --train --models gpt --recipes fp32,bf16,mxfp8");

@@ -1,7 +1,8 @@
 // `lpx train`: a training run of the simulator (sim/trainer.hpp) with an HDF5 log
 // (runlog/schema.hpp, docs/runlog.md), checkpoints in the same file and --resume.
-// --device gpu runs the recipe's quantizers on the CUDA device (sim/device.hpp); without
-// one it exits 1 with "no CUDA device: ...".
+// --device gpu runs the recipe's quantizers and the GEMMs on the CUDA device
+// (sim/device.hpp); without one it exits 1 with "no CUDA device: ...". --gemm exact pins
+// the GEMMs' reduction order so that CPU and GPU runs give the same losses bit for bit.
 #include <unistd.h>
 
 #include <chrono>
@@ -56,7 +57,7 @@ std::string precision_line(sim::Trainer& t) {
 }
 
 struct TrainArgs {
-  std::string model = "mlp", recipe = "fp32", out, data, activation, device, preset;
+  std::string model = "mlp", recipe = "fp32", out, data, activation, device, preset, gemm;
   bool model_given = false;
   int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
   bool stop_on_divergence = false;
@@ -84,6 +85,8 @@ std::string hms(double s) {
 
 void run_train(const TrainArgs& a) {
   if (a.out.empty() && a.resume) throw UsageError("train: --resume needs --out FILE (the run to continue)");
+  if (a.resume && !a.gemm.empty())
+    throw UsageError("train: --gemm cannot be given with --resume (the run keeps its logged GEMM order)");
   if (!a.device.empty() && a.device != "cpu" && a.device != "gpu")
     throw UsageError(fmt::format("train: --device '{}' is not cpu or gpu", a.device));
   const std::optional<sim::Device> device =
@@ -111,6 +114,7 @@ void run_train(const TrainArgs& a) {
     c.stats_every = a.stats_every;
     c.weight_decay = a.weight_decay;
     if (device) c.device = *device;
+    if (!a.gemm.empty()) c.gemm = sim::gemm_order_by_name(a.gemm);
     if (gpt) c.model.activation = sim::Activation::gelu;
     if (!a.activation.empty()) {
       try {
@@ -270,8 +274,8 @@ void run_train(const TrainArgs& a) {
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (cfg.device == sim::Device::gpu) {
     const sim::DeviceCounts n = sim::device_counts();
-    fmt::print("device: {} quantizer kernel calls on the GPU, {} block quantizations on the CPU "
-               "(per-tensor, per-channel or delayed scaling: not on the device)\n",
+    fmt::print("device: {} kernel calls on the GPU (quantizers and GEMMs), {} block quantizations on "
+               "the CPU (per-channel or delayed scaling: not on the device)\n",
                n.device, n.fallback);
   }
   if (!a.out.empty()) fmt::print("log: {}\n", a.out);
@@ -294,8 +298,12 @@ const bool registered = register_command(90, [](CLI::App& app) {
   cmd->add_option("--batch", a->batch, "Batch size (default 128 mlp, 16 gpt)")->check(CLI::Range(1, 1 << 16));
   add_threads_option(cmd, a->threads, "OpenMP threads (0: OpenMP's default; results do not depend on it)");
   cmd->add_option("--device", a->device,
-                  "cpu (default) | gpu: run the recipe's quantizers with the CUDA kernels; GEMMs stay "
-                  "on the CPU and the losses are the same bit for bit");
+                  "cpu (default) | gpu: run the recipe's quantizers and the GEMMs with the CUDA kernels "
+                  "(layers and optimizer stay on the CPU)");
+  cmd->add_option("--gemm", a->gemm,
+                  "fast (default: Eigen on the CPU, cuBLASLt on the GPU) | exact: one reduction order on "
+                  "both, so CPU and GPU losses are the same bit for bit (docs/kernels.md#ordered-gemms)")
+      ->check(CLI::IsMember({"fast", "exact"}));
   cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");
   cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end; 0: only at the end)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));

@@ -12,7 +12,9 @@
 // heavy-tailed, subnormal, NaN/Inf, zero and exact-tie values. Prints one row per
 // (kernel, format, mode). GEMMs over quantized operands (kernels::gemm_host, whichever path
 // the device takes) are checked against dequantize-then-double on the CPU with an error
-// bound, since accumulation order differs. Exits 1 on any mismatch. Without a device it
+// bound, since accumulation order differs; float32 GEMMs in the exact and limited orders
+// (kernels::gemm_f32_device) against sim's CPU gemm bit for bit, and cuBLASLt's float32
+// GEMM against double with the worst-case bound of any order. Exits 1 on any mismatch. Without a device it
 // validates nothing and says so (exit 0; 1 with --require-gpu). --bench also prints the
 // GPU benchmarks (kernels/bench.hpp).
 #include <omp.h>
@@ -38,7 +40,10 @@
 #include "lpx/kernels/hadamard.hpp"
 #include "lpx/kernels/hw_cvt.hpp"
 #include "lpx/kernels/quantize.hpp"
+#include "lpx/kernels/memory.hpp"
+#include "lpx/numerics/ordered_sum.hpp"
 #include "lpx/numerics/philox.hpp"
+#include "lpx/sim/gemm.hpp"
 
 namespace lpx::cli {
 namespace {
@@ -277,6 +282,83 @@ struct GemmRow {
   double max_err = 0, bound = 0;
 };
 
+// Float32 GEMMs in a fixed order (kernels::gemm_f32_device with GemmOrder::exact, or
+// limited accumulation) against sim's CPU gemm in that order, bit for bit, in all four
+// stored layouts, accumulating and not; m, n, k ragged against the kernel's tiles. The
+// operands are the battery's values (NaN and Inf included: the order fixes them too).
+std::vector<float> device_gemm_f32(bool at, bool bt, const std::vector<float>& a, const std::vector<float>& b,
+                                   const std::vector<float>& c0, int64_t m, int64_t n, int64_t k, LimitedSum acc,
+                                   bool accumulate, GemmOrder order) {
+  kernels::DeviceBuffer da(a.size() * 4), db(b.size() * 4), dc(c0.size() * 4);
+  kernels::copy_to_device(da.get(), a.data(), a.size() * 4);
+  kernels::copy_to_device(db.get(), b.data(), b.size() * 4);
+  kernels::copy_to_device(dc.get(), c0.data(), c0.size() * 4);
+  kernels::gemm_f32_device(at, bt, da.get<float>(), db.get<float>(), dc.get<float>(), m, n, k, acc, accumulate, order);
+  std::vector<float> out(c0.size());
+  kernels::copy_to_host(out.data(), dc.get(), out.size() * 4);
+  return out;
+}
+
+Row validate_ordered_gemm(const Accumulation& acc, const std::string& label) {
+  const int64_t m = 517, n = 389, k = 300;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n)), c0(static_cast<size_t>(m * n));
+  // operands of a few binades (products not exact in float32, so the order shows) with
+  // the battery's specials at a sparse stride
+  auto value = [](uint64_t seed, uint64_t i) {
+    const Philox4x32 r = random_block(seed, 91, i);
+    if (i % 4099 == 7) return battery_value(i * 8 + 4, 448.0f, fmt8::e4m3fn);  // NaN, Inf, 0, max
+    return (static_cast<float>(r.v[0] >> 8) * 0x1p-23f - 1.0f) * std::ldexp(1.0f, static_cast<int>(r.v[1] % 9) - 4);
+  };
+  for (size_t i = 0; i < a.size(); ++i) a[i] = value(1, i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = value(2, i);
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = value(3, i);
+  Row row{"gemm_f32", fmt::format("{}x{}x{} (4 layouts, +=)", m, n, k), label};
+  const LimitedSum sum{acc.is_fp32() ? 23 : acc.mantissa_bits, acc.promote_every};
+  for (bool at : {false, true})
+    for (bool bt : {false, true})
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want = c0;
+        sim::gemm(at ? sim::Trans::t : sim::Trans::n, bt ? sim::Trans::t : sim::Trans::n, a.data(), b.data(),
+                  want.data(), m, n, k, acc, accumulate, GemmOrder::exact);
+        const std::vector<float> got = device_gemm_f32(at, bt, a, b, c0, m, n, k, sum, accumulate, GemmOrder::exact);
+        // NaN equals NaN (the payload is the executor's); everything else as bits
+        for (size_t i = 0; i < got.size(); ++i)
+          row.mismatches += !(std::isnan(got[i]) && std::isnan(want[i])) && float_to_bits(got[i]) != float_to_bits(want[i]);
+        row.elements += got.size();
+      }
+  return row;
+}
+
+// cuBLASLt's float32 GEMM (GemmOrder::fast) against a double-precision product, with the
+// worst-case bound of a float32 sum in any order: k 2^-24 sum_k |a b| (plus the rounding
+// of the result).
+struct FastGemmError {
+  Row row;
+  double max_err = 0, bound = 0;
+};
+FastGemmError validate_fast_gemm() {
+  const int64_t m = 520, n = 264, k = 1024;
+  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), c0(static_cast<size_t>(m * n), 0.0f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int32_t>(random_bits(6, 0, i))) * 0x1p-31f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int32_t>(random_bits(7, 0, i))) * 0x1p-31f;
+  const std::vector<float> y = device_gemm_f32(false, true, a, b, c0, m, n, k, LimitedSum{}, false, GemmOrder::fast);
+  FastGemmError e{Row{"gemm_f32", "f32 x f32", "fast (cuBLASLt)"}, 0, (static_cast<double>(k) + 1) * 0x1p-24};
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int64_t t = 0; t < k; ++t) {
+        const double p = static_cast<double>(a[static_cast<size_t>(i * k + t)]) * b[static_cast<size_t>(j * k + t)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double err = std::fabs(static_cast<double>(y[static_cast<size_t>(i * n + j)]) - ref) / mag;
+      e.max_err = std::max(e.max_err, err);
+      e.row.mismatches += !(err <= e.bound);
+      ++e.row.elements;
+    }
+  return e;
+}
+
 GemmRow validate_gemm(const std::string& xs, const std::string& ws, int axis, bool headroom_sr) {
   const int64_t m = 520, n = 264, k = 1024;  // m, n not multiples of 128: padded scale tiles
   BlockFormat fx = parse_block_format(xs), fw = parse_block_format(ws);
@@ -434,6 +516,9 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
                                 {"mxfp4", Rounding::sr}, {"nvfp4", Rounding::rne}, {"nvfp4", Rounding::sr}})
     report(validate_both(spec, r, per_quant));
   for (int n : {16, 32, 64, 128}) report(validate_hadamard(n, per_other));
+  report(validate_ordered_gemm(Accumulation{}, "exact fp32"));
+  report(validate_ordered_gemm(Accumulation{true, 13, 128}, "limited 13b/128"));
+  report(validate_ordered_gemm(Accumulation{true, 10, 0}, "limited 10b"));
   std::vector<std::string> notes;
   for (kernels::HwCvt w : kernels::all_hw_cvts()) {
     const bool stochastic = kernels::hw_cvt_info(w).sr_bits > 0;
@@ -471,6 +556,13 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
                 g.row.format.c_str(), g.row.mode.c_str(), static_cast<unsigned long long>(g.row.elements),
                 static_cast<unsigned long long>(g.row.mismatches), g.max_err, g.bound);
     std::fflush(stdout);
+  }
+  {
+    const FastGemmError g = validate_fast_gemm();
+    rows.push_back(g.row);
+    std::printf("%-20s %-40s %-24s %10llu %10llu %12.3e %10.3e\n", g.row.kernel.c_str(), g.row.format.c_str(),
+                g.row.mode.c_str(), static_cast<unsigned long long>(g.row.elements),
+                static_cast<unsigned long long>(g.row.mismatches), g.max_err, g.bound);
   }
   uint64_t total = 0, bad = 0;
   for (const Row& r : rows) {

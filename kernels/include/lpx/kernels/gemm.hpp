@@ -46,6 +46,7 @@
 
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/quantize.hpp"
+#include "lpx/numerics/ordered_sum.hpp"
 
 namespace lpx::kernels {
 
@@ -102,6 +103,23 @@ GemmPath gemm(size_t m, size_t n, size_t k, const QuantizedOperand& x, const Qua
 // Host to host: x (m, k) and w (n, k) as lpx::quantize returns them; y (m * n) float32.
 GemmPath gemm_host(const QuantizedTensor& x, const QuantizedTensor& w, std::span<float> y,
                    GemmPath path = GemmPath::automatic);
+
+// --- Float32 GEMMs in a chosen order (lpx train --gemm; docs/kernels.md#ordered-gemms).
+//
+// c (m, n) = op(a) (m, k) · op(b) (k, n), or c + that when `accumulate`; a is stored (m, k)
+// row-major, or (k, m) when a_trans; b (k, n), or (n, k) when b_trans; c (m, n); device
+// pointers, c not overlapping a or b. The order:
+//   GemmOrder::exact, or limited accumulation (acc.mantissa_bits < 23) in either order:
+//     numerics/ordered_sum.hpp's rule for every element (module: ordered_gemm.cu), the same
+//     bits as sim's CPU gemm() in that order, on any device and tiling.
+//   GemmOrder::fast with fp32 accumulation: cuBLASLt's SGEMM (CUBLAS_COMPUTE_32F, no TF32),
+//     in cuBLASLt's own order.
+// Throws std::invalid_argument on a negative size, a null pointer with a nonzero size,
+// mantissa_bits outside [1, 23] or a negative promote_every; std::runtime_error without a
+// device. A size of zero does nothing (k = 0: c = 0, or unchanged when accumulating).
+void gemm_f32_device(bool a_trans, bool b_trans, const float* a, const float* b, float* c,
+                     int64_t m, int64_t n, int64_t k, LimitedSum acc, bool accumulate,
+                     GemmOrder order, void* stream = nullptr);
 
 // Byte offset of the scale of row r, K-block c in cuBLASLt's block-scale layout for an
 // operand with `kblocks` scales per row (CUBLASLT_MATMUL_MATRIX_SCALE_VEC32_UE8M0 and

@@ -1,28 +1,36 @@
 // The simulator's GEMMs and the quantized linear layer built on them.
 //
 // Every GEMM is C (M,N) = sum_k A(i,k) B(k,j) over row-major float32 arrays, with A and B
-// possibly transposed in memory. With fp32 accumulation it runs on Eigen in fixed chunks
-// of kRowChunk rows of C, one Eigen call per chunk (Eigen's own threading is off): the
-// chunks are spread over OpenMP threads, but each chunk's arithmetic is the same whatever
-// the thread count, so results are bit-identical with 1 or 2 or 16 threads.
-//
-// Limited accumulation (recipes' Accumulation::limited) emulates a tensor core whose
-// partial sums keep fewer mantissa bits: each product a*b is formed in float32 (exact for
-// the 8-bit and narrower operands recipes produce), added to the partial sum in double,
-// and the partial sum is rounded to `mantissa_bits` explicit bits (RNE, float32 exponent
-// range) after every addition; every `promote_every` products the partial sum is added
-// into a float32 accumulator and restarts from 0 (DeepSeek-V3's FP32 promotion every 128
-// elements). promote_every = 0 never promotes. k runs in increasing order.
+// possibly transposed in memory, in one of two orders (lpx train --gemm):
+//   fast   fp32 accumulation on Eigen in fixed chunks of kRowChunk rows of C, one Eigen
+//          call per chunk (Eigen's own threading is off): the chunks are spread over
+//          OpenMP threads, but each chunk's arithmetic is the same whatever the thread
+//          count, so results are bit-identical with 1 or 2 or 16 threads. Eigen's order
+//          is its own: a device GEMM cannot reproduce it.
+//   exact  numerics/ordered_sum.hpp's order: each element summed in increasing k with one
+//          FMA per product, so that the device's ordered kernel (kernels/gemm.hpp,
+//          gemm_f32_device) gives the same bits and CPU and GPU runs can be compared
+//          bit for bit.
+// Limited accumulation (recipes' Accumulation::limited) has one order only, ordered_sum's
+// limited rule: it emulates a tensor core whose partial sums keep fewer mantissa bits,
+// each product a*b formed in float32 (exact for the 8-bit and narrower operands recipes
+// produce), added to the partial sum in double and rounded to `mantissa_bits` explicit
+// bits (RNE, float32 exponent range) after every addition; every `promote_every` products
+// the partial sum is added into a float32 accumulator and restarts from 0 (DeepSeek-V3's
+// FP32 promotion every 128 elements). promote_every = 0 never promotes.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "lpx/numerics/ordered_sum.hpp"
 #include "lpx/recipes/operand.hpp"
 #include "lpx/recipes/recipe.hpp"
 
@@ -33,11 +41,30 @@ inline constexpr int64_t kRowChunk = 64;
 // x rounded to `mantissa_bits` explicit mantissa bits (RNE), exponent range of float32.
 float round_to_mantissa(double x, int mantissa_bits);
 
+std::string_view gemm_order_name(GemmOrder o);    // "fast" | "exact"
+GemmOrder gemm_order_by_name(std::string_view);  // throws std::invalid_argument naming both
+
 enum class Trans : uint8_t { n, t };
 // C (M,N) (+)= op(A) op(B), op(A) (M,K), op(B) (K,N). A is stored (M,K) for Trans::n and
 // (K,M) for Trans::t; B is stored (K,N) for Trans::n and (N,K) for Trans::t.
 void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
-          int64_t k, const Accumulation& acc, bool accumulate);
+          int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order = GemmOrder::fast);
+
+// Another executor of gemm() (sim's device backend, for lpx train --device gpu). With
+// GemmOrder::exact or limited accumulation it must give gemm()'s bits; with fast fp32
+// accumulation it may sum in its own order.
+class GemmBackend {
+ public:
+  virtual ~GemmBackend() = default;
+  virtual void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m,
+                    int64_t n, int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order) = 0;
+};
+
+// Where and in which order a layer runs its GEMMs (backend null: gemm() on the CPU).
+struct GemmExecution {
+  std::shared_ptr<GemmBackend> backend;
+  GemmOrder order = GemmOrder::fast;
+};
 
 // One layer's quantized GEMMs: Y = X W^T (+ bias), dX = dY W, dW = dY^T X, each operand
 // through the layer's recipe quantizer (recipes/operand.hpp) for its role first, along
@@ -45,7 +72,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
 // that operand (when stats are collected).
 class QuantGemms {
  public:
-  QuantGemms(OperandQuantizer q, Accumulation acc);
+  QuantGemms(OperandQuantizer q, Accumulation acc, GemmExecution exec = {});
   // y (M,N) = Q(fwd_x, x (M,K)) Q(fwd_w, w (N,K))^T + bias (N, or null)
   void forward(const float* x, const float* w, const float* bias, float* y, int64_t m,
                int64_t n, int64_t k, uint64_t step, bool collect);
@@ -101,8 +128,11 @@ class QuantGemms {
  private:
   const float* quant(GemmRole r, const float* in, int64_t rows, int64_t cols, uint64_t step,
                      bool collect, std::vector<float>& buf);
+  void run(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
+           int64_t k, bool accumulate);
   OperandQuantizer q_;
   Accumulation acc_;
+  GemmExecution exec_;
   std::vector<float> qa_, qb_, injected_;
   const float* inject(const float* x, int64_t m, int64_t k, uint64_t step);
 };

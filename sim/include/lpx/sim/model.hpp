@@ -115,9 +115,14 @@ class Model {
 // Builds a model with parameters initialised from Philox keyed by `seed` (normal init,
 // std 1/sqrt(fan_in) for the MLP's layers (sqrt(2/fan_in) with ReLU), 0.02 for the GPT's
 // with residual projections scaled by 1/sqrt(2 * layers), as GPT-2). Every layer gets the
-// recipe's OperandQuantizer, keyed by `seed`, running its kernels on `backend` (null: the
-// CPU); layers the recipe keeps in high precision accumulate in fp32.
-std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe,
-                                  std::shared_ptr<OperandBackend> backend, int batch, uint64_t seed);
+// recipe's OperandQuantizer, keyed by `seed`, running its kernels on exec.quantizers (null: the
+// CPU) and its GEMMs as exec.gemms says; layers the recipe keeps in high precision
+// accumulate in fp32.
+struct Execution {
+  std::shared_ptr<OperandBackend> quantizers;  // null: the CPU
+  GemmExecution gemms;                         // backend null: the CPU; order fast or exact
+};
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const Recipe& recipe, Execution exec,
+                                  int batch, uint64_t seed);
 
 }  // namespace lpx::sim

@@ -46,8 +46,11 @@ struct TrainConfig {
   float weight_decay = 0.0f;
   float clip = 1.0f;         // global gradient-norm clipping; 0 disables
   int64_t stats_every = 1;   // per-operand quantizer statistics every N steps (rows are NaN between)
-  Device device = Device::cpu;  // where the recipe's quantizers run (device.hpp); the loss
-                                // array is the same bit for bit
+  Device device = Device::cpu;  // where the quantizers and GEMMs run (device.hpp)
+  // The GEMMs' reduction order (sim/gemm.hpp): fast (Eigen on the CPU, cuBLASLt on the
+  // GPU) or exact (one order on both, so a CPU and a GPU run give the same losses bit
+  // for bit).
+  GemmOrder gemm = GemmOrder::fast;
   // Instability mechanisms (docs/recipes.md#instability-mechanisms); the defaults change
   // nothing.
   float adam_eps = 1e-8f;
@@ -77,7 +80,8 @@ class Trainer {
   // in `path` when `resume`: the config is read from the file (steps may be raised), and
   // rows logged after the checkpoint are dropped. Without a call, nothing is logged.
   void attach_log(const std::string& path);
-  // `device` replaces the logged run's device (the results do not depend on it).
+  // `device` replaces the logged run's device (with the exact GEMM order the results do
+  // not depend on it; with fast they may differ in the last bits).
   static std::unique_ptr<Trainer> resume(const std::string& path, std::optional<int64_t> steps,
                                          std::optional<Device> device = std::nullopt);
 
@@ -106,6 +110,7 @@ class Trainer {
   TrainConfig cfg_;
   Recipe recipe_;
   std::shared_ptr<OperandBackend> backend_;  // where the quantizers run (null: the CPU)
+  std::shared_ptr<GemmBackend> gemm_backend_;  // where the GEMMs run (null: the CPU)
   std::shared_ptr<const ImageSet> train_set_, test_set_;
   std::shared_ptr<const CharCorpus> corpus_;
   std::unique_ptr<ImageBatcher> batcher_;
@@ -125,13 +130,13 @@ std::shared_ptr<const CharCorpus> cached_char_corpus(const std::string& path);
 
 // Seconds per training step (median of `steps` timed steps after one warm-up) for a model
 // ("mlp" | "gpt" at their default sizes, or a GPT preset such as "gpt-small"; gpt with
-// gelu) and a recipe: what `lpx bench --train` reports.
+// gelu), a recipe and a GEMM order: what `lpx bench --train` reports.
 struct BenchResult {
   std::string model, recipe;
   double seconds_per_step = 0;
   double samples_per_second = 0;
 };
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
-                              int threads = 0);
+                              int threads = 0, GemmOrder order = GemmOrder::fast);
 
 }  // namespace lpx::sim

@@ -1,0 +1,87 @@
+// The reduction order of one GEMM element, written once for the CPU and the device so that
+// `lpx train --gemm exact` gives the same bits on both (docs/kernels.md#ordered-gemms).
+//
+// A library GEMM (Eigen on the CPU, cuBLASLt on the device) sums in whatever order its
+// blocking picks, which differs between the two and even between thread counts of some
+// libraries. An ordered GEMM fixes the order instead: each element c = sum_k a_k b_k is
+// reduced in increasing k by one of two rules.
+//   fp32      s = 0; s = fma(a_k, b_k, s) for k = 0, 1, ...; c = s, or c + s when
+//             accumulating into c (one more rounding). One rounding per product, as a
+//             tensor core's FP32 accumulation or a CPU's FMA does it.
+//   limited   a tensor core whose partial sums keep `mantissa_bits` explicit bits (recipes'
+//             Accumulation::limited): p = a_k b_k in float32 (exact for 8-bit and narrower
+//             operands), partial = rne_bits(partial + p) computed in double, and every
+//             `promote_every` products (and after the last) total += partial (float32),
+//             partial = 0; total starts at c when accumulating, else 0.
+// Both are exact IEEE operations (fmaf, float and double add, a bit-level rounding), so a
+// device kernel that keeps the order reproduces the CPU's bits whatever its tiling.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "lpx/numerics/hd.hpp"
+
+namespace lpx {
+
+// fast: the library's own order (Eigen, cuBLASLt); exact: the order above.
+enum class GemmOrder : uint8_t { fast, exact };
+
+struct LimitedSum {
+  int mantissa_bits = 23;     // 23: plain float32 (the fp32 rule above)
+  int64_t promote_every = 0;  // 0: never promote (one partial sum over all of k)
+  LPX_HD bool fp32() const { return mantissa_bits >= 23; }
+};
+
+// x rounded to nearest-even with mantissa_bits + 1 significant bits (0 <= mantissa_bits
+// < 52), on the bits of the double: add half of the dropped bits' weight minus one plus
+// the lowest kept bit (ties to even), then clear the dropped bits. A carry out of the
+// mantissa moves to the next binade; signed zero, Inf and NaN come out unchanged. For a
+// finite normal x this is ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...), which
+// tests/sim/test_gradcheck.cpp holds it to. Branch-free, so loops over it vectorize.
+LPX_HD inline double round_mantissa_bits(double x, int mantissa_bits) {
+  const int drop = 52 - mantissa_bits;
+  uint64_t b;
+  std::memcpy(&b, &x, sizeof b);
+  const uint64_t half = (uint64_t{1} << (drop - 1)) - 1;
+  b = (b + half + ((b >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
+  double r;
+  std::memcpy(&r, &b, sizeof r);
+  return r;
+}
+
+// One product into a limited partial sum.
+LPX_HD inline float limited_add(float partial, float a, float b, int mantissa_bits) {
+#if defined(__CUDA_ARCH__)
+  const float p = __fmul_rn(a, b);  // never contracted into an FMA
+#else
+  const float p = a * b;
+#endif
+  return static_cast<float>(round_mantissa_bits(static_cast<double>(partial) + static_cast<double>(p),
+                                                mantissa_bits));
+}
+
+// c_ij by the rule of `acc`: a_k = a[k * a_step], b_k = b[k * b_step]; c0 is the value
+// accumulated into (ignored unless accumulate). The scalar definition: the CPU's
+// vectorized loops and the device kernel are tested against it.
+LPX_HD inline float ordered_dot(const float* a, int64_t a_step, const float* b, int64_t b_step,
+                                int64_t k, LimitedSum acc, float c0, bool accumulate) {
+  if (acc.fp32()) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < k; ++i) s = fmaf(a[i * a_step], b[i * b_step], s);
+    return accumulate ? c0 + s : s;
+  }
+  const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
+  float total = accumulate ? c0 : 0.0f, partial = 0.0f;
+  for (int64_t i = 0; i < k; ++i) {
+    partial = limited_add(partial, a[i * a_step], b[i * b_step], acc.mantissa_bits);
+    if ((i + 1) % every == 0 || i + 1 == k) {
+      total += partial;
+      partial = 0.0f;
+    }
+  }
+  return total;
+}
+
+}  // namespace lpx
