@@ -102,6 +102,14 @@ inline bool both_fit(const DeviceTensor& x, const DeviceTensor& out_rows, const 
          (!two_level_both || opt_rows.flush_subnormal_inputs == opt_cols.flush_subnormal_inputs);
 }
 
+// The flush flag of the fused read's tensor amax: the two-level output's (both_fit makes
+// the two agree when both are two-level; with neither, no tensor amax is taken).
+inline bool both_flush(const DeviceTensor& out_rows, const QuantizeOptions& opt_rows,
+                       const QuantizeOptions& opt_cols) {
+  return out_rows.scales.format == ScaleFormat::e4m3 ? opt_rows.flush_subnormal_inputs
+                                                     : opt_cols.flush_subnormal_inputs;
+}
+
 // The pass that writes `out` (a view in x's coordinates, blocks br x bc with one of them
 // 1) for x of (rows, cols). transposed_keys: the output is the quantization of x's
 // transpose (quantize_both's column output, passed as out_cols.transposed()), so SR keys

@@ -241,8 +241,7 @@ void quantize_both(const DeviceTensor& x, const DeviceTensor& out_rows, const Qu
                    void* stream) {
   if (tiled::both_fit(x, out_rows, opt_rows, out_cols, opt_cols)) {
     const auto rows = static_cast<size_t>(x.rows), cols = static_cast<size_t>(x.cols);
-    const bool flush = out_rows.scales.format == ScaleFormat::e4m3 ? opt_rows.flush_subnormal_inputs
-                                                                   : opt_cols.flush_subnormal_inputs;
+    const bool flush = tiled::both_flush(out_rows, opt_rows, opt_cols);
     tiled_quantize(x, tiled::make_pass(out_rows, rows, cols, opt_rows, false),
                    tiled::make_pass(out_cols.transposed(), rows, cols, opt_cols, true), flush, amax_words);
     return;
