@@ -22,6 +22,9 @@
 #                       / quantized-operand GEMM TFLOP/s (each row names the GEMM path)
 #   bench-torch         tools/bench_torch_cast.py: torch's own FP8 cast, the peer (skipped
 #                       without torch)
+#   train-step          the default GPT, 30 steps of lpx train on the CPU and on the GPU in
+#                       both GEMM orders: wall time of each, and whether the exact order's
+#                       loss arrays agree bit for bit (cmp of the h5dump of /metrics/loss)
 # The whole run is held to GPU_CHECK_BUDGET_S seconds (default 540, under the 10-minute
 # limit of one device call): each step gets at most its own cap and what is left of the
 # budget; a step that would start with under 15 s left is skipped and counted as failed.
@@ -83,8 +86,27 @@ step module 30 bash -c module_report
 step kernels-tests 90 ctest --test-dir "$BUILD" -R '^kernels_' -j 4 --output-on-failure
 step sim-gpu 60 ctest --test-dir "$BUILD" -R '^sim_test_gpu_train$' --output-on-failure
 step validate 180 "$BUILD/tools/lpx" validate --require-gpu
-step bench 90 "$BUILD/tools/lpx" bench --gpu
+step bench 120 "$BUILD/tools/lpx" bench --gpu
 step bench-torch 60 python3 tools/bench_torch_cast.py --bytes 1073741824
+train_steps() {
+  local lpx="$BUILD/tools/lpx" dev order t0
+  for run in "cpu fast" "gpu fast" "cpu exact" "gpu exact"; do
+    read -r dev order <<<"$run"
+    t0=$(date +%s%N)
+    "$lpx" train --model gpt --steps 30 --seed 1 --device "$dev" --gemm "$order" \
+      --out "$LOGS/train-$dev-$order.h5" >"$LOGS/train-$dev-$order.txt" 2>&1 || return 1
+    echo "$dev $order: $((($(date +%s%N) - t0) / 1000000)) ms for 30 steps (start-up and data loading included)"
+  done
+  if command -v h5dump >/dev/null; then
+    h5dump -m %.17g -d /metrics/loss "$LOGS/train-cpu-exact.h5" | grep -v HDF5 >"$LOGS/loss-cpu.txt"
+    h5dump -m %.17g -d /metrics/loss "$LOGS/train-gpu-exact.h5" | grep -v HDF5 >"$LOGS/loss-gpu.txt"
+    if cmp -s "$LOGS/loss-cpu.txt" "$LOGS/loss-gpu.txt"; then echo "exact order: CPU and GPU losses identical"
+    else echo "FAIL: exact order: CPU and GPU losses differ"; diff "$LOGS/loss-cpu.txt" "$LOGS/loss-gpu.txt" | head; return 1; fi
+  fi
+}
+export LOGS
+export -f train_steps
+step train-step 90 bash -c train_steps
 echo "total $((SECONDS - start)) s of a ${BUDGET} s budget" | tee -a "$LOGS/summary.txt"
 cat "$LOGS/summary.txt"
 exit $status
