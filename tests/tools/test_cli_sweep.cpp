@@ -58,6 +58,13 @@ TEST_CASE("sweep: dry run lists the grid with a reference run per seed and basel
   CHECK(r.out.find("mxfp8-lr0.003-s1 ") != std::string::npos);
   CHECK(r.out.find("--recipe nvfp4") != std::string::npos);
   CHECK(std::filesystem::exists(d / "o" / "sweep.json"));
+  // the GEMM order is a run key; its reference runs in the same order
+  const auto g = run_lpx("sweep --recipes mxfp8 --set gemm=exact --steps 10 --dry-run --out " + (d / "g").string(), d);
+  REQUIRE(g.status == 0);
+  CHECK(g.out.find("mxfp8-gemmexact-s0 ") != std::string::npos);
+  CHECK(g.out.find("ref-fp32-s0 ") != std::string::npos);
+  CHECK(g.out.find("--gemm exact") != g.out.rfind("--gemm exact"));  // on both lines
+  CHECK(run_lpx("sweep --recipes mxfp8 --set gemm=tf32 --dry-run --out " + (d / "t").string(), d).status == 2);
 }
 
 TEST_CASE("sweep: --launcher slurm writes a job array; --submit needs sbatch") {

@@ -31,7 +31,7 @@
 //   }
 // Run keys are `lpx train` options: recipe model lr warmup batch steps eval_every
 // checkpoint_every stats_every weight_decay hidden activation preset layers channels heads
-// context threads data, and the instability mechanisms (docs/recipes.md#instability-mechanisms):
+// context threads data gemm, and the instability mechanisms (docs/recipes.md#instability-mechanisms):
 // qk_norm z_loss adam_eps master_weights optimizer_state inject inject_step inject_layer
 // inject_channel inject_magnitude.
 // The spec is parsed and checked by parse_sweep_spec (sweep_spec.hpp): every value is

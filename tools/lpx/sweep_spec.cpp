@@ -62,7 +62,7 @@ std::string shown(const json& v) { return printable(v.dump()); }
 // ---- run keys: the `lpx train` options a sweep may set, with the ranges train accepts
 
 enum class Kind { recipe, model, activation, path, positive, non_negative, integer, hidden, boolean, text,
-                  master_weights, optimizer_state, inject, preset };
+                  master_weights, optimizer_state, inject, preset, gemm };
 struct KeyRule {
   Kind kind;
   int64_t lo = 0, hi = 0;  // Kind::integer and the widths of Kind::hidden
@@ -102,6 +102,7 @@ const std::map<std::string, KeyRule>& run_keys() {
       {"inject_channel", {Kind::integer, 0, 1 << 20}},
       {"inject_magnitude", {Kind::positive}},
       {"preset", {Kind::preset}},
+      {"gemm", {Kind::gemm}},  // the GEMMs' order: a different order is a different reference
   };
   return k;
 }
@@ -181,6 +182,8 @@ json check_run_value(const std::string& where, const std::string& key, const jso
       return v;
     case Kind::preset:
       return one_of(where, v, {"gpt-tiny", "gpt-small", "gpt-medium"});  // sim::apply_gpt_preset
+    case Kind::gemm:
+      return one_of(where, v, {"fast", "exact"});  // sim::gemm_order_by_name
     case Kind::path: {
       if (!v.is_string()) fail(where, fmt::format("expected a path, got {}", shown(v)));
       check_sweep_text(where, v.get<std::string>());
