@@ -329,33 +329,48 @@ Row validate_ordered_gemm(const Accumulation& acc, const std::string& label) {
   return row;
 }
 
-// cuBLASLt's float32 GEMM (GemmOrder::fast) against a double-precision product, with the
-// worst-case bound of a float32 sum in any order: k 2^-24 sum_k |a b| (plus the rounding
-// of the result).
+// cuBLASLt's float32 GEMM (GemmOrder::fast) against a double-precision product, in all
+// four stored layouts (the transposes are what the fast path maps onto TRANSA/TRANSB),
+// accumulating and not, with the worst-case bound of a float32 sum in any order:
+// (k + 2) 2^-24 of sum_k |a b| + |c| (the products, the sum, and the add into c).
 struct FastGemmError {
   Row row;
   double max_err = 0, bound = 0;
 };
 FastGemmError validate_fast_gemm() {
   const int64_t m = 520, n = 264, k = 1024;
-  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(n * k)), c0(static_cast<size_t>(m * n), 0.0f);
-  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int32_t>(random_bits(6, 0, i))) * 0x1p-31f;
-  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int32_t>(random_bits(7, 0, i))) * 0x1p-31f;
-  const std::vector<float> y = device_gemm_f32(false, true, a, b, c0, m, n, k, LimitedSum{}, false, GemmOrder::fast);
-  FastGemmError e{Row{"gemm_f32", "f32 x f32", "fast (cuBLASLt)"}, 0, (static_cast<double>(k) + 1) * 0x1p-24};
+  // logical A (m, k) and B^T (n, k), row-major; stored as each layout needs
+  std::vector<float> al(static_cast<size_t>(m * k)), bl(static_cast<size_t>(n * k)), c0(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < al.size(); ++i) al[i] = static_cast<float>(static_cast<int32_t>(random_bits(6, 0, i))) * 0x1p-31f;
+  for (size_t i = 0; i < bl.size(); ++i) bl[i] = static_cast<float>(static_cast<int32_t>(random_bits(7, 0, i))) * 0x1p-31f;
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = static_cast<float>(static_cast<int32_t>(random_bits(8, 0, i))) * 0x1p-27f;
+  std::vector<float> at_store(al.size()), bn_store(bl.size());
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double ref = 0, mag = 0;
-      for (int64_t t = 0; t < k; ++t) {
-        const double p = static_cast<double>(a[static_cast<size_t>(i * k + t)]) * b[static_cast<size_t>(j * k + t)];
-        ref += p;
-        mag += std::fabs(p);
+    for (int64_t t = 0; t < k; ++t) at_store[static_cast<size_t>(t * m + i)] = al[static_cast<size_t>(i * k + t)];
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t t = 0; t < k; ++t) bn_store[static_cast<size_t>(t * n + j)] = bl[static_cast<size_t>(j * k + t)];
+  FastGemmError e{Row{"gemm_f32", fmt::format("{}x{}x{} (4 layouts, +=)", m, n, k), "fast (cuBLASLt)"}, 0,
+                  (static_cast<double>(k) + 2) * 0x1p-24};
+  for (bool at : {false, true})
+    for (bool bt : {false, true})
+      for (bool accumulate : {false, true}) {
+        const std::vector<float> y = device_gemm_f32(at, bt, at ? at_store : al, bt ? bl : bn_store, c0, m, n, k,
+                                                     LimitedSum{}, accumulate, GemmOrder::fast);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const auto ij = static_cast<size_t>(i * n + j);
+            double ref = accumulate ? c0[ij] : 0.0, mag = std::fabs(ref);
+            for (int64_t t = 0; t < k; ++t) {
+              const double p = static_cast<double>(al[static_cast<size_t>(i * k + t)]) * bl[static_cast<size_t>(j * k + t)];
+              ref += p;
+              mag += std::fabs(p);
+            }
+            const double err = std::fabs(static_cast<double>(y[ij]) - ref) / mag;
+            e.max_err = std::max(e.max_err, err);
+            e.row.mismatches += !(err <= e.bound);
+            ++e.row.elements;
+          }
       }
-      const double err = std::fabs(static_cast<double>(y[static_cast<size_t>(i * n + j)]) - ref) / mag;
-      e.max_err = std::max(e.max_err, err);
-      e.row.mismatches += !(err <= e.bound);
-      ++e.row.elements;
-    }
   return e;
 }
 
