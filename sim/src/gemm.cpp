@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "enum_names.hpp"
+#include "limited_gemm.hpp"
 
 namespace lpx::sim {
 
@@ -23,30 +24,11 @@ using MapC = Eigen::Map<const RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 using Map = Eigen::Map<RowMat, Eigen::Unaligned, Eigen::OuterStride<>>;
 }  // namespace
 
-// pt[j] = round_mantissa_bits(pt[j] + av * brow[j]) for j < n: one product of a row of
-// the limited accumulator (numerics/ordered_sum.hpp's limited_add, lane by lane). Compiled
-// for AVX-512, AVX2 and the baseline (the build targets the baseline and dispatches at run
-// time, as Highway does for the codec), since the double lanes are what the loop's speed
-// depends on. Every clone does the same IEEE operations per element.
 #ifdef __clang__
-// the sanitized build (clang -O1) cannot vectorize the loops below and says so; that is fine
+// the sanitized build (clang -O1) cannot vectorize the loop below and says so; that is fine
 #pragma clang diagnostic ignored "-Wpass-failed"
 #endif
 namespace {
-__attribute__((target_clones("avx512f", "avx2", "default"))) void limited_row_step(float* __restrict pt,
-                                                                                  const float* __restrict brow,
-                                                                                  float av, int64_t n, int mb) {
-  // round_mantissa_bits with its loop invariants hoisted, on bit_cast so the loop vectorizes
-  const int drop = 52 - mb;
-  const uint64_t half = (uint64_t{1} << (drop - 1)) - 1, keep = ~((uint64_t{1} << drop) - 1);
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) {
-    const float p = av * brow[j];
-    const uint64_t b = std::bit_cast<uint64_t>(static_cast<double>(pt[j]) + static_cast<double>(p));
-    pt[j] = static_cast<float>(std::bit_cast<double>((b + half + ((b >> drop) & 1)) & keep));
-  }
-}
-
 // pt[j] = fma(av, brow[j], pt[j]) for j < n: one product of a row of the exact fp32 order.
 // The x86-64-v3/v4 clones have FMA instructions; the baseline clone calls fmaf (the same
 // correctly rounded result, slower).
@@ -114,12 +96,9 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   // The ordered rules (numerics/ordered_sum.hpp): each C element reduced in increasing k,
   // by fma (exact fp32) or with its partial sum rounded to mantissa_bits after every
   // product and added into the fp32 total every promote_every products (limited). op(B)
-  // is first copied to a (K, N) row-major array so that the loop runs along a row of C
+  // is first copied to a (K, N) row-major array so that the loops run along rows of C
   // (every element's own sequence of roundings, in the same order, vectorized).
   const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
-  const bool fp32 = acc.is_fp32();
-  const int mb = acc.mantissa_bits;
-  const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
   std::vector<float> bt;
   const float* bk = b;  // (K, N) row-major
   if (tb == Trans::t) {
@@ -128,32 +107,28 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
       for (int64_t kk = 0; kk < k; ++kk) bt[static_cast<size_t>(kk * n + j)] = b[j * k + kk];
     bk = bt.data();
   }
+  if (!acc.is_fp32()) {
+    const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
+    const bool tiny = detail::tiny_operands(a, m * k, bk, k * n);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t ci = 0; ci < chunks; ++ci)
+      detail::limited_gemm_rows(a, a_si, a_sk, bk, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n, k,
+                                acc.mantissa_bits, every, accumulate, tiny);
+    return;
+  }
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (int64_t ci = 0; ci < chunks; ++ci) {
-    std::vector<float> partial(static_cast<size_t>(n)), total(static_cast<size_t>(n));
+    std::vector<float> partial(static_cast<size_t>(n));
     const int64_t r1 = std::min(m, (ci + 1) * kRowChunk);
     for (int64_t i = ci * kRowChunk; i < r1; ++i) {
       float* pt = partial.data();
-      float* tt = total.data();
-      for (int64_t j = 0; j < n; ++j) {
-        // the limited rule starts its total at c; the fp32 rule adds c after its sum (pt)
-        tt[j] = accumulate && !fp32 ? c[i * n + j] : 0.0f;
-        pt[j] = 0.0f;
-      }
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const float av = a[i * a_si + kk * a_sk];
-        if (fp32) fma_row_step(pt, bk + kk * n, av, n);
-        else limited_row_step(pt, bk + kk * n, av, n, mb);
-        if (!fp32 && ((kk + 1) % every == 0 || kk + 1 == k))
-          for (int64_t j = 0; j < n; ++j) {
-            tt[j] += pt[j];
-            pt[j] = 0.0f;
-          }
-      }
-      if (fp32 && accumulate)
+      std::fill(pt, pt + n, 0.0f);
+      for (int64_t kk = 0; kk < k; ++kk) fma_row_step(pt, bk + kk * n, a[i * a_si + kk * a_sk], n);
+      // the fp32 rule adds c after its sum
+      if (accumulate)
         for (int64_t j = 0; j < n; ++j) c[i * n + j] += pt[j];
       else
-        std::copy(fp32 ? pt : tt, (fp32 ? pt : tt) + n, c + i * n);
+        std::copy(pt, pt + n, c + i * n);
     }
   }
 }

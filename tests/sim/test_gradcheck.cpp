@@ -240,6 +240,86 @@ TEST_CASE("limited accumulation equals its slow definition bit for bit", "[gemm]
   }
 }
 
+// The CPU's limited loop sums in float32 lanes and repairs midpoints of the mb-bit grid
+// with TwoSum (sim/src/limited_gemm_hwy.cpp); these cases aim at each of its branches.
+TEST_CASE("the vectorized limited loop keeps the definition at midpoints, double roundings and range edges", "[gemm]") {
+  const auto bits_equal = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  SECTION("a midpoint plus a small first product: the double's rounding decides") {
+    // row i: a = {1, m_i}; column j: b = {d_j, 1}. The first product d_j is the partial
+    // sum (one bit, kept); then s = fl(d_j + m_i) is the midpoint m_i whenever |d_j| is
+    // below half its float32 ulp, and the definition rounds the double sum d_j + m_i.
+    const int mb = 14;
+    const float q = std::ldexp(1.0f, -15);  // half the grid step at 1
+    const std::vector<float> mids = {1 + q, 1 + 3 * q, -(1 + q), -(1 + 3 * q)};
+    const std::vector<double> ds = {0.0, 0x1p-60, -0x1p-60, 0x1p-53, -0x1p-53, 0x1p-52, -0x1p-52, 0x1p-40, -0x1p-40};
+    const int64_t m = static_cast<int64_t>(mids.size()), k = 2, n = 48;  // past three 16-lane vectors
+    std::vector<float> a(m * k), b(k * n), got(m * n), want(m * n);
+    for (int64_t i = 0; i < m; ++i) a[i * k] = 1, a[i * k + 1] = mids[static_cast<size_t>(i)];
+    for (int64_t j = 0; j < n; ++j) b[j] = static_cast<float>(ds[static_cast<size_t>(j) % ds.size()]), b[n + j] = 1;
+    gemm(Trans::n, Trans::n, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, 0}, false);
+    reference_limited_gemm(Trans::n, Trans::n, a.data(), b.data(), want.data(), m, n, k, mb, 0, false);
+    CHECK(bits_equal(got, want));
+    // by hand: 1 + q is a tie between 1 (even) and 1 + 2q
+    CHECK(got[0 * n + 0] == 1.0f);               // d = 0: to even
+    CHECK(got[0 * n + 1] == 1.0f);               // d = 2^-60: lost in the double sum, to even
+    CHECK(got[0 * n + 3] == 1.0f);               // d = 2^-53: a tie in double too, to even
+    CHECK(got[0 * n + 5] == 1.0f + 2 * q);       // d = 2^-52: past the tie, up
+    CHECK(got[0 * n + 7] == 1.0f + 2 * q);       // d = 2^-40: up
+    CHECK(got[1 * n + 0] == 1.0f + 4 * q);       // 1 + 3q: to even (up)
+    CHECK(got[1 * n + 8] == 1.0f + 2 * q);       // 1 + 3q - 2^-40: down
+    CHECK(got[3 * n + 8] == -(1.0f + 4 * q));    // -(1 + 3q) - 2^-40: away from zero
+  }
+  SECTION("subnormal, overflowing and non-finite sums") {
+    const int64_t m = 37, n = 53, k = 70;
+    std::vector<float> a(m * k), b(k * n), c0(m * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(1.3f * static_cast<float>(i));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.9f * static_cast<float>(i));
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::sin(static_cast<float>(i));
+    for (const auto& [scale, name] : {std::pair{-70, "subnormal"}, std::pair{-63, "near FLT_MIN"}, std::pair{63, "overflow"}}) {
+      std::vector<float> as = a, bs = b;
+      for (float& v : as) v = std::ldexp(v, scale);
+      for (float& v : bs) v = std::ldexp(v, scale);
+      if (scale > 0) as[5] = INFINITY, as[k + 3] = -INFINITY, bs[7 * n + 2] = NAN;
+      for (int mb : {3, 14, 22})
+        for (bool acc : {false, true}) {
+          INFO(name << " mb " << mb << " acc " << acc);
+          std::vector<float> got = c0, want = c0;
+          gemm(Trans::n, Trans::n, as.data(), bs.data(), got.data(), m, n, k, Accumulation{true, mb, 16}, acc);
+          reference_limited_gemm(Trans::n, Trans::n, as.data(), bs.data(), want.data(), m, n, k, mb, 16, acc);
+          REQUIRE(bits_equal(got, want));
+        }
+    }
+  }
+  SECTION("scaled 8-bit operands, as the FP8 recipes feed it, over ragged shapes") {
+    // e4m3-like codes (4 significant bits) times float32 block scales: sums land on
+    // midpoints often, and rows and columns do not fill whole tiles
+    const int64_t m = 67, n = 77, k = 300;
+    uint64_t state = 99;
+    const auto code = [&] {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const auto r = static_cast<int>(state >> 33);
+      return std::ldexp(static_cast<float>(8 + r % 8), r / 8 % 16 - 12) * ((r >> 20) & 1 ? -1.0f : 1.0f);
+    };
+    std::vector<float> a(m * k), b(k * n), c0(m * n);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = code() * (0.0137f + 0.001f * static_cast<float>(i / 128 % 5));
+    for (size_t i = 0; i < b.size(); ++i) b[i] = code() * 0.731f;
+    for (size_t i = 0; i < c0.size(); ++i) c0[i] = code();
+    for (int mb : {8, 13, 14})
+      for (int64_t every : {int64_t{0}, int64_t{128}})
+        for (Trans ta : {Trans::n, Trans::t})
+          for (Trans tb : {Trans::n, Trans::t})
+            for (bool acc : {false, true}) {
+              INFO("mb " << mb << " every " << every << " ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
+              std::vector<float> got = c0, want = c0;
+              gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, static_cast<int>(every)}, acc);
+              reference_limited_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
+              REQUIRE(bits_equal(got, want));
+            }
+  }
+}
+
 namespace {
 // The exact fp32 order, written the slow way: one element at a time, std::fma per product.
 void reference_exact_gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,

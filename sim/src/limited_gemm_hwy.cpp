@@ -1,0 +1,235 @@
+// The limited accumulator's GEMM loop (limited_gemm.hpp) with Highway, compiled once per
+// SIMD target and chosen at run time (docs/kernels.md#ordered-gemms, "On the CPU").
+//
+// Shape: a tile of 4 rows by one vector of columns keeps its partial sums and fp32
+// totals in registers while k runs, so each load of a vector of B feeds 4 rows and no
+// partial sum goes through memory. Columns past the last whole vector run the scalar
+// definition (ordered_dot).
+//
+// Arithmetic: the definition (numerics/ordered_sum.hpp, limited_add) adds a partial sum
+// and a float32 product in double and rounds the double's bits to mb explicit mantissa
+// bits. Here the sum is taken in float32 lanes, s = partial + fl(a * b), and s's bits are
+// rounded instead: twice the lanes per vector, no conversions. Both give the same bits
+// unless
+//   - s is a midpoint of the mb-bit grid: then the bits float32 dropped decide the
+//     direction (or the double's own rounding made it a tie). A vector with one goes
+//     through Midpoints, which recovers those bits with TwoSum. With scaled 8-bit
+//     operands this happens in a few percent of the vectors.
+//   - s is subnormal: the definition rounds relative to the value's own exponent, and
+//     the cast to float32 rounds again. That needs an operand below 2^-50
+//     (TinyOperands); only then is every sum's range tracked, and a tile that had a
+//     subnormal sum is recomputed by the scalar definition.
+// Otherwise, for a finite s: every midpoint of the mb-bit grid is a float32 (mb <= 22)
+// and rounding is monotone, so the exact sum lies strictly between the same two
+// midpoints as s, and so does the double sum; all round to the one grid point between
+// them. s = Inf from finite operands means the exact sum is at least FLT_MAX + ulp/2,
+// which the definition rounds to 2^128 and casts to Inf. A NaN s is the same NaN in
+// double (same operands, same order), and its payload rounds alike in both widths.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "limited_gemm_hwy.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <utility>
+
+#include "limited_gemm.hpp"
+#include "lpx/numerics/ordered_sum.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpx::sim::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DU = hn::RebindToUnsigned<DF>;
+using VF = hn::Vec<DF>;
+using VU = hn::Vec<DU>;
+
+struct Rounding {
+  int mb, drop;  // drop: the float32 mantissa bits below the kept ones, >= 1
+  VU keep, dropped, tie, one, mag;
+  explicit Rounding(int mantissa_bits) : mb(mantissa_bits), drop(23 - mantissa_bits) {
+    const DU du;
+    keep = hn::Set(du, ~((uint32_t{1} << drop) - 1));
+    dropped = hn::Set(du, (uint32_t{1} << drop) - 1);
+    tie = hn::Set(du, uint32_t{1} << (drop - 1));
+    one = hn::Set(du, 1u);
+    mag = hn::Set(du, 0x7fffffffu);
+  }
+};
+
+// Subnormal sums, tracked without a branch where the operands allow them (see
+// TinyOperands): lo = min over the tile of (|s| bits - 1), below 0x007fffff for a
+// subnormal s (zero wraps to the top).
+struct Range {
+  VU lo;
+  Range() : lo(hn::Set(DU(), ~0u)) {}
+  bool normal() const {
+    const DU du;
+    HWY_ALIGN uint32_t l[hn::MaxLanes(du)];
+    hn::Store(lo, du, l);
+    for (size_t i = 0; i < hn::Lanes(du); ++i)
+      if (l[i] < 0x007fffffu) return false;
+    return true;
+  }
+};
+
+// The lanes of s = partial + p that are midpoints of the mb-bit grid, rounded as the
+// definition rounds the double sum x53 = fl53(partial + p); other lanes keep `rounded`.
+// TwoSum gives the exact sum as s + e. Where |e| is at most half the double's ulp at s,
+// x53 = s (a tie there goes to s, whose 29 low bits in double are zero), so the
+// definition sees a midpoint and rounds to even, as `rounded` did. Otherwise x53 lies on
+// e's side of s and rounds to the neighbour on that side: s + tie or s - tie in bits.
+// A NaN s (NaN e) keeps `rounded`, as the definition does.
+HWY_INLINE VF Midpoints(const Rounding& r, VF partial, VF p, VF s, VF rounded) {
+  const DF df;
+  const DU du;
+  const hn::RebindToSigned<DF> di;
+  const VF bb = hn::Sub(s, partial);
+  const VF e = hn::Add(hn::Sub(partial, hn::Sub(s, bb)), hn::Sub(p, bb));
+  const VU bits = hn::BitCast(du, s);
+  // 2^(E(s) - 53), or 0 where that is below float32's range (then any e != 0 is larger)
+  const VF half_ulp53 = hn::Mul(hn::BitCast(df, hn::And(bits, hn::Set(du, 0x7f800000u))), hn::Set(df, 0x1p-53f));
+  const auto mid = hn::RebindMask(df, hn::Eq(hn::And(hn::Add(bits, r.tie), r.dropped), hn::Zero(du)));
+  const auto off_tie = hn::Gt(hn::Abs(e), half_ulp53);  // false for NaN
+  const auto toward_zero = hn::RebindMask(df, hn::Lt(hn::BitCast(di, hn::Xor(bits, hn::BitCast(du, e))), hn::Zero(di)));
+  const VF directed = hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, toward_zero), hn::Sub(bits, r.tie), hn::Add(bits, r.tie)));
+  return hn::IfThenElse(hn::And(mid, off_tie), directed, rounded);
+}
+
+// partial <- limited_add(partial, av, b, mb), lane by lane, where no sum is subnormal
+// (tracked in `range` when kTiny).
+template <bool kTiny>
+HWY_INLINE VF Step(const Rounding& r, Range& range, VF partial, float av, VF b) {
+  const DF df;
+  const DU du;
+  const VF p = hn::Mul(hn::Set(df, av), b);
+  const VF s = hn::Add(partial, p);
+  const VU bits = hn::BitCast(du, s);
+  if constexpr (kTiny) range.lo = hn::Min(range.lo, hn::Sub(hn::And(bits, r.mag), r.one));
+  // round to nearest even on the bits: (bits + tie - 1 + lowest kept bit) & keep; with
+  // u = bits + tie, s is a midpoint exactly when u's dropped bits are zero
+  const VU u = hn::Add(bits, r.tie);
+  const VF rounded = hn::BitCast(df, hn::And(hn::Sub(u, hn::AndNot(hn::ShiftRightSame(bits, r.drop), r.one)), r.keep));
+  if (HWY_LIKELY(hn::AllFalse(du, hn::Eq(hn::And(u, r.dropped), hn::Zero(du))))) return rounded;
+  return Midpoints(r, partial, p, s, rounded);
+}
+
+// C[i0:i1, j0:j1] by the scalar definition.
+void DefinitionTile(const float* a, int64_t a_si, int64_t a_sk, const float* bk, float* c, int64_t i0, int64_t i1,
+                int64_t j0, int64_t j1, int64_t n, int64_t k, LimitedSum acc, bool accumulate) {
+  for (int64_t i = i0; i < i1; ++i)
+    for (int64_t j = j0; j < j1; ++j)
+      c[i * n + j] = ordered_dot(a + i * a_si, a_sk, bk + j, n, k, acc, c[i * n + j], accumulate);
+}
+
+template <bool kTiny>
+void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk, float* HWY_RESTRICT c,
+          int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate) {
+  const DF df;
+  const auto N = static_cast<int64_t>(hn::Lanes(df));
+  const Rounding r(mb);
+  const int64_t n_vec = n - n % N;
+  const LimitedSum acc{mb, every};
+  for (int64_t j0 = 0; j0 < n_vec; j0 += N)
+    for (int64_t i0 = r0; i0 < r1; i0 += 4) {
+      // 4 rows; past r1 the last row is computed again and not stored
+      const int64_t i1 = std::min(i0 + 1, r1 - 1), i2 = std::min(i0 + 2, r1 - 1), i3 = std::min(i0 + 3, r1 - 1);
+      const float *a0 = a + i0 * a_si, *a1 = a + i1 * a_si, *a2 = a + i2 * a_si, *a3 = a + i3 * a_si;
+      // the limited rule starts its total at c
+      VF t0 = accumulate ? hn::LoadU(df, c + i0 * n + j0) : hn::Zero(df);
+      VF t1 = accumulate ? hn::LoadU(df, c + i1 * n + j0) : hn::Zero(df);
+      VF t2 = accumulate ? hn::LoadU(df, c + i2 * n + j0) : hn::Zero(df);
+      VF t3 = accumulate ? hn::LoadU(df, c + i3 * n + j0) : hn::Zero(df);
+      Range range;
+      for (int64_t k0 = 0; k0 < k; k0 += every) {
+        const int64_t k1 = std::min(k, k0 + every);
+        VF p0 = hn::Zero(df), p1 = p0, p2 = p0, p3 = p0;
+        for (int64_t kk = k0; kk < k1; ++kk) {
+          const VF b = hn::LoadU(df, bk + kk * n + j0);
+          const int64_t o = kk * a_sk;
+          p0 = Step<kTiny>(r, range, p0, a0[o], b);
+          p1 = Step<kTiny>(r, range, p1, a1[o], b);
+          p2 = Step<kTiny>(r, range, p2, a2[o], b);
+          p3 = Step<kTiny>(r, range, p3, a3[o], b);
+        }
+        // promotion: the partial sums into the fp32 totals
+        t0 = hn::Add(t0, p0);
+        t1 = hn::Add(t1, p1);
+        t2 = hn::Add(t2, p2);
+        t3 = hn::Add(t3, p3);
+      }
+      const int64_t rows = std::min<int64_t>(4, r1 - i0);
+      if (HWY_UNLIKELY(kTiny && !range.normal())) {
+        DefinitionTile(a, a_si, a_sk, bk, c, i0, i0 + rows, j0, j0 + N, n, k, acc, accumulate);
+        continue;
+      }
+      hn::StoreU(t0, df, c + i0 * n + j0);
+      if (rows > 1) hn::StoreU(t1, df, c + i1 * n + j0);
+      if (rows > 2) hn::StoreU(t2, df, c + i2 * n + j0);
+      if (rows > 3) hn::StoreU(t3, df, c + i3 * n + j0);
+    }
+  DefinitionTile(a, a_si, a_sk, bk, c, r0, r1, n_vec, n, n, k, acc, accumulate);
+}
+
+// Whether a or b holds a nonzero |v| < 2^-50. Without one, every nonzero product is at
+// least 2^-100, a multiple of 2^-123; so are all partial sums (a multiple of 2^-123 below
+// 2^(-123 + mb + 1) has at most mb + 1 significant bits, so the rounding keeps it), and a
+// nonzero one is at least 2^-123 > FLT_MIN: no sum is subnormal.
+bool TinyOperands(const float* HWY_RESTRICT a, int64_t na, const float* HWY_RESTRICT b, int64_t nb) {
+  const DU du;
+  const auto N = static_cast<int64_t>(hn::Lanes(du));
+  const uint32_t bound = 0x26800000u;  // 2^-50
+  const auto mag = hn::Set(du, 0x7fffffffu), one = hn::Set(du, 1u);
+  auto lo = hn::Set(du, ~0u);
+  for (const auto& [v, nv] : {std::pair{a, na}, std::pair{b, nb}}) {
+    int64_t i = 0;
+    for (; i + N <= nv; i += N)
+      lo = hn::Min(lo, hn::Sub(hn::And(hn::BitCast(du, hn::LoadU(DF(), v + i)), mag), one));
+    for (; i < nv; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, v + i, sizeof bits);
+      if ((bits & 0x7fffffffu) - 1u < bound - 1u) return true;
+    }
+  }
+  HWY_ALIGN uint32_t l[hn::MaxLanes(du)];
+  hn::Store(lo, du, l);
+  for (size_t i = 0; i < hn::Lanes(du); ++i)
+    if (l[i] < bound - 1u) return true;
+  return false;
+}
+
+void LimitedGemmRows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk,
+                     float* HWY_RESTRICT c, int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every,
+                     bool accumulate, bool tiny) {
+  if (tiny) Rows<true>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+  else Rows<false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace lpx::sim::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpx::sim::simd {
+HWY_EXPORT(LimitedGemmRows);
+HWY_EXPORT(TinyOperands);
+}  // namespace lpx::sim::simd
+
+namespace lpx::sim::detail {
+// the using-directive: see formats/src/quantize_hwy.cpp (HWY_DYNAMIC_DISPATCH with one target)
+using namespace lpx::sim::simd;
+
+void limited_gemm_rows(const float* a, int64_t a_si, int64_t a_sk, const float* bk, float* c, int64_t r0,
+                       int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate, bool tiny) {
+  HWY_DYNAMIC_DISPATCH(LimitedGemmRows)(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, tiny);
+}
+bool tiny_operands(const float* a, int64_t na, const float* b, int64_t nb) {
+  return HWY_DYNAMIC_DISPATCH(TinyOperands)(a, na, b, nb);
+}
+}  // namespace lpx::sim::detail
+#endif  // HWY_ONCE
