@@ -538,8 +538,9 @@ void Trainer::run(const std::function<void(const StepMetrics&, const std::option
   }
 }
 
-BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
-                              int threads, GemmOrder order) {
+namespace {
+TrainConfig bench_config(const std::string& model, const std::string& recipe, int steps, int threads,
+                         GemmOrder order) {
   TrainConfig c;
   if (model.starts_with("gpt-")) apply_gpt_preset(c.model, model);  // a GPT size (model.hpp)
   else c.model.kind = model_kind_by_name(model);
@@ -548,17 +549,50 @@ BenchResult bench_train_steps(const std::string& model, const std::string& recip
   c.steps = steps + 1;
   c.threads = threads;
   c.gemm = order;
-  Trainer t(c);
-  t.step();  // warm-up: first-touch allocations, OpenMP pool
-  std::vector<double> times;
-  for (int i = 0; i < steps; ++i) times.push_back(t.step().step_time_s);
-  std::sort(times.begin(), times.end());
+  return c;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+BenchResult bench_result(const std::string& model, const Trainer& t, double seconds) {
   BenchResult r;
   r.model = model;
   r.recipe = t.recipe().name;
-  r.seconds_per_step = times.empty() ? 0 : times[times.size() / 2];
-  r.samples_per_second = r.seconds_per_step > 0 ? static_cast<double>(t.samples_per_step()) / r.seconds_per_step : 0;
+  r.seconds_per_step = seconds;
+  r.samples_per_second = seconds > 0 ? static_cast<double>(t.samples_per_step()) / seconds : 0;
   return r;
+}
+}  // namespace
+
+BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
+                              int threads, GemmOrder order) {
+  Trainer t(bench_config(model, recipe, steps, threads, order));
+  t.step();  // warm-up: first-touch allocations, OpenMP pool
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) times.push_back(t.step().step_time_s);
+  return bench_result(model, t, median(times));
+}
+
+BenchPair bench_against_fp32(const std::string& model, const std::string& recipe, int steps, int threads,
+                             GemmOrder order) {
+  Trainer base(bench_config(model, "fp32", steps, threads, GemmOrder::fast));
+  Trainer run(bench_config(model, recipe, steps, threads, order));
+  base.step();  // warm-up: first-touch allocations, OpenMP pool
+  run.step();
+  std::vector<double> tb, tr, ratios;
+  for (int i = 0; i < steps; ++i) {
+    // alternate which goes first, so that a drift in the machine's speed hits both alike
+    double b = 0, r = 0;
+    if (i % 2 == 0) b = base.step().step_time_s, r = run.step().step_time_s;
+    else r = run.step().step_time_s, b = base.step().step_time_s;
+    tb.push_back(b);
+    tr.push_back(r);
+    if (b > 0) ratios.push_back(r / b);
+  }
+  return BenchPair{bench_result(model, base, median(tb)), bench_result(model, run, median(tr)), median(ratios)};
 }
 
 }  // namespace lpx::sim

@@ -51,6 +51,29 @@ TEST_CASE("lpx bench --json: one row per path and thread count, ratios consisten
   CHECK(rows[2]["path"] == "fake-quant mxfp4 sr");
 }
 
+TEST_CASE("lpx bench --train --json: fp32 is the baseline, every other row a paired ratio") {
+  TempDir dir;
+  const auto r = run_lpx("bench --train --models mlp --recipes fp32,bf16,mxfp8 --steps 3 --json", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.size() == 3);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const auto& row = rows[k];
+    INFO(row.dump());
+    CHECK(row["model"] == "mlp");
+    CHECK(row["recipe"] == std::vector<std::string>{"fp32", "bf16", "mxfp8"}[k]);
+    CHECK(row["gemm"] == "fast");
+    REQUIRE(row["seconds_per_step"].get<double>() > 0);
+    CHECK(row["samples_per_second"].get<double>() > 0);
+    const double ratio = row["ratio_to_fp32"];
+    // fp32 in the fast order is the baseline itself; the others are medians of paired
+    // ratios, positive and finite (their size is the machine's business)
+    if (k == 0) CHECK(ratio == 1.0);
+    else CHECK((ratio > 0 && ratio < 1e3));
+  }
+}
+
 TEST_CASE("lpx bench: bad arguments exit non-zero with one stderr line") {
   TempDir dir;
   for (const std::string args : {"bench --size 0", "bench --reps 0", "bench --filter '('",

@@ -57,8 +57,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 // `lpx bench --train`: seconds per training step of each recipe, and its ratio to the
-// fp32 step of the same model measured in the same run (always in the fast GEMM order, so
-// that --gemm exact's rows show what the fixed order costs).
+// fp32 step of the same model (always in the fast GEMM order, so that --gemm exact's rows
+// show what the fixed order costs), the two timed in alternation (sim::bench_against_fp32).
 void run_train_bench(const BenchArgs& a) {
   std::vector<std::string> recipes;
   if (a.recipes.empty()) {
@@ -82,13 +82,19 @@ void run_train_bench(const BenchArgs& a) {
                "x fp32");
   std::string json;
   for (const std::string& model : split_commas(a.models)) {
-    const sim::BenchResult base = sim::bench_train_steps(model, "fp32", a.steps, a.threads);
     for (const std::string& recipe : recipes) {
       if (!a.filter.empty() && recipe.find(a.filter) == std::string::npos) continue;
-      const sim::BenchResult r = recipe == "fp32" && order == GemmOrder::fast
-                                     ? base
-                                     : sim::bench_train_steps(model, recipe, a.steps, a.threads, order);
-      const double ratio = r.seconds_per_step / base.seconds_per_step;
+      // fp32 in the fast order is the baseline itself; every other row is timed in
+      // alternation with an fp32 trainer of its own
+      sim::BenchResult r;
+      double ratio = 1;
+      if (recipe == "fp32" && order == GemmOrder::fast) {
+        r = sim::bench_train_steps(model, recipe, a.steps, a.threads);
+      } else {
+        const sim::BenchPair p = sim::bench_against_fp32(model, recipe, a.steps, a.threads, order);
+        r = p.run;
+        ratio = p.ratio;
+      }
       if (a.json) {
         json += fmt::format("{}  {{\"model\": \"{}\", \"recipe\": \"{}\", \"seconds_per_step\": "
                             "{:.6g}, \"samples_per_second\": {:.6g}, \"ratio_to_fp32\": {:.4f}, "
@@ -162,7 +168,7 @@ void run_bench(const BenchArgs& a) {
   // Allocation succeeds lazily (overcommit) and the OOM killer strikes while the buffers
   // fill, so buffers larger than most of the memory are refused up front.
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  const double need = static_cast<double>(a.size) * 11, have = static_cast<double>(pages) * page;
+  const double need = static_cast<double>(a.size) * 11, have = static_cast<double>(pages) * static_cast<double>(page);
   if (pages > 0 && page > 0 && need > 0.75 * have)
     throw io::DataError(fmt::format("bench: --size {} needs {:.1f} GiB of buffers, more than 3/4 of "
                                     "this machine's {:.1f} GiB", a.size, need / (1 << 30), have / (1 << 30)));
@@ -273,7 +279,7 @@ const bool registered = register_command(60, [](CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fast", "exact"}));
   add_int_option(cmd, "--steps", args->steps, 1, kMaxSteps,
-                 "with --train: timed steps per recipe (median; default 5, at most 1000)");
+                 "with --train: timed steps per recipe, each paired with an fp32 step (median; default 5, at most 1000)");
   cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu\n  lpx bench --train --models gpt --recipes fp32,bf16,mxfp8");
   cmd->callback([args] { run_bench(*args); });
 });

@@ -139,4 +139,14 @@ struct BenchResult {
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
                               int threads = 0, GemmOrder order = GemmOrder::fast);
 
+// A recipe's step against fp32's (fast GEMM order) on the same model, timed in
+// alternation: step i of each, the first of the two alternating, so that the machine's
+// speed drifting (a shared machine) moves both. ratio: the median over i of recipe / fp32.
+struct BenchPair {
+  BenchResult base, run;
+  double ratio = 0;
+};
+BenchPair bench_against_fp32(const std::string& model, const std::string& recipe, int steps, int threads = 0,
+                             GemmOrder order = GemmOrder::fast);
+
 }  // namespace lpx::sim
