@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "lpx/numerics/philox.hpp"
@@ -210,6 +211,24 @@ void reference_limited_gemm(Trans ta, Trans tb, const float* a, const float* b, 
       c[i * n + j] = total;
     }
 }
+
+// gemm's limited accumulation against the definition in every layout, with and without
+// accumulating into c0, bit for bit.
+void check_limited_layouts(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c0,
+                           int64_t m, int64_t n, int64_t k, std::initializer_list<int> mbs,
+                           std::initializer_list<int> everys) {
+  for (int mb : mbs)
+    for (int every : everys)
+      for (Trans ta : {Trans::n, Trans::t})
+        for (Trans tb : {Trans::n, Trans::t})
+          for (bool acc : {false, true}) {
+            INFO("mb " << mb << " every " << every << " ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
+            std::vector<float> got = c0, want = c0;
+            gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, every}, acc);
+            reference_limited_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
+            REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+          }
+}
 }  // namespace
 
 TEST_CASE("limited accumulation equals its slow definition bit for bit", "[gemm]") {
@@ -219,17 +238,7 @@ TEST_CASE("limited accumulation equals its slow definition bit for bit", "[gemm]
   for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i % 17) - 8) / 8.0f;
   for (size_t i = 0; i < c0.size(); ++i) c0[i] = std::cos(static_cast<float>(i));
   const int64_t m = 200, n = 90, k = 160;
-  for (int mb : {1, 3, 10, 14, 22})
-    for (int64_t every : {int64_t{0}, int64_t{7}, int64_t{128}})
-      for (Trans ta : {Trans::n, Trans::t})
-        for (Trans tb : {Trans::n, Trans::t})
-          for (bool acc : {false, true}) {
-            INFO("mb " << mb << " every " << every << " ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
-            std::vector<float> got = c0, want = c0;
-            gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, static_cast<int>(every)}, acc);
-            reference_limited_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
-            REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
-          }
+  check_limited_layouts(a, b, c0, m, n, k, {1, 3, 10, 14, 22}, {0, 7, 128});
   // round_to_mantissa itself over random doubles, both signs, down to float subnormals
   uint64_t state = 12345;
   for (int i = 0; i < 200000; ++i) {
@@ -306,17 +315,7 @@ TEST_CASE("the vectorized limited loop keeps the definition at midpoints, double
     for (size_t i = 0; i < a.size(); ++i) a[i] = code() * (0.0137f + 0.001f * static_cast<float>(i / 128 % 5));
     for (size_t i = 0; i < b.size(); ++i) b[i] = code() * 0.731f;
     for (size_t i = 0; i < c0.size(); ++i) c0[i] = code();
-    for (int mb : {8, 13, 14})
-      for (int64_t every : {int64_t{0}, int64_t{128}})
-        for (Trans ta : {Trans::n, Trans::t})
-          for (Trans tb : {Trans::n, Trans::t})
-            for (bool acc : {false, true}) {
-              INFO("mb " << mb << " every " << every << " ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
-              std::vector<float> got = c0, want = c0;
-              gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, static_cast<int>(every)}, acc);
-              reference_limited_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
-              REQUIRE(bits_equal(got, want));
-            }
+    check_limited_layouts(a, b, c0, m, n, k, {8, 13, 14}, {0, 128});
   }
 }
 
