@@ -40,7 +40,8 @@ struct LimitedSum {
 // mantissa moves to the next binade; signed zero and Inf come out unchanged, and so does
 // a NaN unless the kept bits of its payload are all ones, where the carry runs through
 // the exponent into the sign and leaves a signed zero (every executor computes the same
-// integer sum, so they agree on that too). For a finite normal x this is ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...), which
+// integer sum, so they agree on that too). For a finite normal x this is
+// ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...), which
 // tests/sim/test_gradcheck.cpp holds it to. Branch-free, so loops over it vectorize.
 LPX_HD inline double round_mantissa_bits(double x, int mantissa_bits) {
   const int drop = 52 - mantissa_bits;
