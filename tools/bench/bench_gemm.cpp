@@ -3,11 +3,14 @@
 // (14 mantissa bits, promotion every 128: fp8-blockwise's), and that accumulator's scalar
 // definition (ordered_dot per element), on one thread and scaled 8-bit operands. Compare
 // the items_per_second (multiply-adds per second) counters of one run.
-//   lpx_bench_gemm [--benchmark_filter=REGEX]   (LPX_BENCH_GEMM=M,N,K, default 256,512,512)
+//   lpx_bench_gemm [--benchmark_filter=REGEX]   (LPX_BENCH_GEMM=M,N,K, each in [1, 16384];
+//   default 256,512,512; a malformed value is one error line and exit 2)
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -18,14 +21,32 @@
 
 namespace {
 
-struct Problem {
+struct Shape {
   int64_t m = 256, n = 512, k = 512;
+};
+
+// LPX_BENCH_GEMM=M,N,K: three integers in [1, 16384]; anything else is an error.
+std::optional<Shape> shape_from_env(std::string& error) {
+  Shape sh;
+  const char* s = std::getenv("LPX_BENCH_GEMM");
+  if (s == nullptr) return sh;
+  long long v[3] = {0, 0, 0};
+  char tail = 0;
+  if (std::sscanf(s, "%lld,%lld,%lld%c", &v[0], &v[1], &v[2], &tail) != 3 || v[0] < 1 || v[1] < 1 || v[2] < 1 ||
+      v[0] > 16384 || v[1] > 16384 || v[2] > 16384) {
+    error = std::string("LPX_BENCH_GEMM='") + s + "' is not M,N,K with each in [1, 16384]";
+    return std::nullopt;
+  }
+  sh.m = v[0], sh.n = v[1], sh.k = v[2];
+  return sh;
+}
+
+Shape g_shape;
+
+struct Problem {
+  int64_t m, n, k;
   std::vector<float> a, b, c;
-  Problem() {
-    if (const char* s = std::getenv("LPX_BENCH_GEMM")) {
-      long long mm = 0, nn = 0, kk = 0;
-      if (std::sscanf(s, "%lld,%lld,%lld", &mm, &nn, &kk) == 3 && mm > 0 && nn > 0 && kk > 0) m = mm, n = nn, k = kk;
-    }
+  Problem() : m(g_shape.m), n(g_shape.n), k(g_shape.k) {
     // e4m3-like codes (4 significant bits, 16 binades) times float32 scales
     uint64_t state = 7;
     const auto code = [&] {
@@ -60,6 +81,13 @@ void run_gemm(benchmark::State& st, lpx::Accumulation acc, lpx::GemmOrder order)
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::string error;
+  const std::optional<Shape> shape = shape_from_env(error);
+  if (!shape) {
+    std::fprintf(stderr, "lpx_bench_gemm: %s\n", error.c_str());
+    return 2;
+  }
+  g_shape = *shape;
   benchmark::Initialize(&argc, argv);
   omp_set_num_threads(1);  // the loops, not the threading
   const lpx::Accumulation limited{true, 14, 128};
