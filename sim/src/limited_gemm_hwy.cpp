@@ -3,8 +3,8 @@
 //
 // Shape: a tile of 4 rows by one vector of columns keeps its partial sums and fp32
 // totals in registers while k runs, so each load of a vector of B feeds 4 rows and no
-// partial sum goes through memory. Columns past the last whole vector run the scalar
-// definition (ordered_dot).
+// partial sum goes through memory. Columns past the last whole vector run through the
+// same tiles, copied beside zero columns into one vector's width.
 //
 // Arithmetic: the definition (numerics/ordered_sum.hpp, limited_add) adds a partial sum
 // and a float32 product in double and rounds the double's bits to mb explicit mantissa
@@ -37,6 +37,7 @@
 #include <cfloat>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "limited_gemm.hpp"
 #include "lpx/numerics/ordered_sum.hpp"
@@ -121,43 +122,52 @@ HWY_INLINE VF Step(const Rounding& r, Range& range, VF partial, float av, VF b) 
   return Midpoints(r, partial, p, s, rounded);
 }
 
+// Where a block of C and its B columns live: element (i, j) of C at c[(i - row0) * ldc + j],
+// B's row kk at b + kk * ldb.
+struct Out {
+  const float* b;
+  int64_t ldb;
+  float* c;
+  int64_t ldc, row0;
+  float* row(int64_t i) const { return c + (i - row0) * ldc; }
+};
+
 // C[i0:i1, j0:j1] by the scalar definition.
-void DefinitionTile(const float* a, int64_t a_si, int64_t a_sk, const float* bk, float* c, int64_t i0, int64_t i1,
-                int64_t j0, int64_t j1, int64_t n, int64_t k, LimitedSum acc, bool accumulate) {
+void DefinitionTile(const float* a, int64_t a_si, int64_t a_sk, const Out& o, int64_t i0, int64_t i1, int64_t j0,
+                    int64_t j1, int64_t k, LimitedSum acc, bool accumulate) {
   for (int64_t i = i0; i < i1; ++i)
-    for (int64_t j = j0; j < j1; ++j)
-      c[i * n + j] = ordered_dot(a + i * a_si, a_sk, bk + j, n, k, acc, c[i * n + j], accumulate);
+    for (int64_t j = j0; j < j1; ++j) o.row(i)[j] = ordered_dot(a + i * a_si, a_sk, o.b + j, o.ldb, k, acc, o.row(i)[j], accumulate);
 }
 
+// Rows [r0, r1) by columns [0, cols) of o, cols a multiple of the vector length.
 template <bool kTiny>
-void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk, float* HWY_RESTRICT c,
-          int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate) {
+void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o, int64_t r0, int64_t r1,
+           int64_t cols, int64_t k, const Rounding& r, LimitedSum acc, bool accumulate) {
   const DF df;
   const auto N = static_cast<int64_t>(hn::Lanes(df));
-  const Rounding r(mb);
-  const int64_t n_vec = n - n % N;
-  const LimitedSum acc{mb, every};
-  for (int64_t j0 = 0; j0 < n_vec; j0 += N)
+  const int64_t every = acc.promote_every;
+  for (int64_t j0 = 0; j0 < cols; j0 += N)
     for (int64_t i0 = r0; i0 < r1; i0 += 4) {
       // 4 rows; past r1 the last row is computed again and not stored
       const int64_t i1 = std::min(i0 + 1, r1 - 1), i2 = std::min(i0 + 2, r1 - 1), i3 = std::min(i0 + 3, r1 - 1);
       const float *a0 = a + i0 * a_si, *a1 = a + i1 * a_si, *a2 = a + i2 * a_si, *a3 = a + i3 * a_si;
+      float *c0 = o.row(i0) + j0, *c1 = o.row(i1) + j0, *c2 = o.row(i2) + j0, *c3 = o.row(i3) + j0;
       // the limited rule starts its total at c
-      VF t0 = accumulate ? hn::LoadU(df, c + i0 * n + j0) : hn::Zero(df);
-      VF t1 = accumulate ? hn::LoadU(df, c + i1 * n + j0) : hn::Zero(df);
-      VF t2 = accumulate ? hn::LoadU(df, c + i2 * n + j0) : hn::Zero(df);
-      VF t3 = accumulate ? hn::LoadU(df, c + i3 * n + j0) : hn::Zero(df);
+      VF t0 = accumulate ? hn::LoadU(df, c0) : hn::Zero(df);
+      VF t1 = accumulate ? hn::LoadU(df, c1) : hn::Zero(df);
+      VF t2 = accumulate ? hn::LoadU(df, c2) : hn::Zero(df);
+      VF t3 = accumulate ? hn::LoadU(df, c3) : hn::Zero(df);
       Range range;
       for (int64_t k0 = 0; k0 < k; k0 += every) {
         const int64_t k1 = std::min(k, k0 + every);
         VF p0 = hn::Zero(df), p1 = p0, p2 = p0, p3 = p0;
         for (int64_t kk = k0; kk < k1; ++kk) {
-          const VF b = hn::LoadU(df, bk + kk * n + j0);
-          const int64_t o = kk * a_sk;
-          p0 = Step<kTiny>(r, range, p0, a0[o], b);
-          p1 = Step<kTiny>(r, range, p1, a1[o], b);
-          p2 = Step<kTiny>(r, range, p2, a2[o], b);
-          p3 = Step<kTiny>(r, range, p3, a3[o], b);
+          const VF b = hn::LoadU(df, o.b + kk * o.ldb + j0);
+          const int64_t off = kk * a_sk;
+          p0 = Step<kTiny>(r, range, p0, a0[off], b);
+          p1 = Step<kTiny>(r, range, p1, a1[off], b);
+          p2 = Step<kTiny>(r, range, p2, a2[off], b);
+          p3 = Step<kTiny>(r, range, p3, a3[off], b);
         }
         // promotion: the partial sums into the fp32 totals
         t0 = hn::Add(t0, p0);
@@ -167,15 +177,34 @@ void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* 
       }
       const int64_t rows = std::min<int64_t>(4, r1 - i0);
       if (HWY_UNLIKELY(kTiny && !range.normal())) {
-        DefinitionTile(a, a_si, a_sk, bk, c, i0, i0 + rows, j0, j0 + N, n, k, acc, accumulate);
+        DefinitionTile(a, a_si, a_sk, o, i0, i0 + rows, j0, j0 + N, k, acc, accumulate);
         continue;
       }
-      hn::StoreU(t0, df, c + i0 * n + j0);
-      if (rows > 1) hn::StoreU(t1, df, c + i1 * n + j0);
-      if (rows > 2) hn::StoreU(t2, df, c + i2 * n + j0);
-      if (rows > 3) hn::StoreU(t3, df, c + i3 * n + j0);
+      hn::StoreU(t0, df, c0);
+      if (rows > 1) hn::StoreU(t1, df, c1);
+      if (rows > 2) hn::StoreU(t2, df, c2);
+      if (rows > 3) hn::StoreU(t3, df, c3);
     }
-  DefinitionTile(a, a_si, a_sk, bk, c, r0, r1, n_vec, n, n, k, acc, accumulate);
+}
+
+template <bool kTiny>
+void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk, float* HWY_RESTRICT c,
+          int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate) {
+  const auto N = static_cast<int64_t>(hn::Lanes(DF()));
+  const Rounding r(mb);
+  const LimitedSum acc{mb, every};
+  const int64_t n_vec = n - n % N;
+  Tiles<kTiny>(a, a_si, a_sk, Out{bk, n, c, n, 0}, r0, r1, n_vec, k, r, acc, accumulate);
+  if (n_vec == n) return;
+  // The last n - n_vec columns: copied into one vector's width with zero columns beside
+  // them (lanes never mix, so the zeros change nothing) and run by the same tiles.
+  const int64_t tail = n - n_vec;
+  std::vector<float> bpad(static_cast<size_t>(k * N), 0.0f), cpad(static_cast<size_t>((r1 - r0) * N), 0.0f);
+  for (int64_t kk = 0; kk < k; ++kk) std::copy(bk + kk * n + n_vec, bk + kk * n + n, bpad.data() + kk * N);
+  if (accumulate)
+    for (int64_t i = r0; i < r1; ++i) std::copy(c + i * n + n_vec, c + i * n + n, cpad.data() + (i - r0) * N);
+  Tiles<kTiny>(a, a_si, a_sk, Out{bpad.data(), N, cpad.data(), N, r0}, r0, r1, N, k, r, acc, accumulate);
+  for (int64_t i = r0; i < r1; ++i) std::copy(cpad.data() + (i - r0) * N, cpad.data() + (i - r0) * N + tail, c + i * n + n_vec);
 }
 
 // Whether a or b holds a nonzero |v| < 2^-50. Without one, every nonzero product is at
