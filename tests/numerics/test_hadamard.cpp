@@ -161,9 +161,10 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
       lpx::hadamard_row(col, want, 32, s32.data());
       for (int k = 0; k < 32; ++k) REQUIRE(c[static_cast<size_t>((r0 + k) * cols + j)] == want[k]);
     }
-  // Row and column counts that leave a partial group of lanes (hadamard_blocks transforms 8
-  // rows or columns at a time), all four sizes, no signs, values over many binades.
-  for (int n : {16, 32, 64, 128}) {
+  // Column counts that leave a partial group of lanes (down columns, hadamard_blocks
+  // transforms 8 neighbouring columns at a time), every size (blocks shorter than 8 along
+  // rows take hadamard_row itself), with and without signs, values over many binades.
+  for (int n : {1, 2, 4, 8, 16, 32, 64, 128}) {
     for (const auto& [nr, nc] : {std::pair<int64_t, int64_t>{n * 2, 13}, {11, n}, {n, 3}}) {
       INFO("n " << n << " rows " << nr << " cols " << nc);
       std::vector<float> x(static_cast<size_t>(nr * nc));

@@ -104,81 +104,12 @@ LPX_HD inline void hadamard_row(const float* x, float* y, int n, const float* si
   for (int i = 0; i < n; ++i) y[i] = static_cast<float>(v[i] * scale);
 }
 
-namespace hadamard_detail {
-// Rows transformed together by hadamard_blocks: one double per lane in each butterfly
-// vector (8 doubles: one AVX-512 register, two AVX2 ones).
-inline constexpr int kLanes = 8;
-
-// hadamard_row on `lanes` <= kLanes vectors at once: lane l's element i is load(l, i) and
-// its result goes to store(l, i, value). Each lane sees exactly hadamard_row's arithmetic
-// (the same double products, butterflies in the same order, one rounding), so the results
-// are the same bits; the lanes only let the compiler run the butterflies as vectors.
-template <class Load, class Store>
-inline void hadamard_lanes(int n, const float* signs, int lanes, Load load, Store store) {
-  alignas(64) double v[kMaxHadamardRow][kLanes];
-  for (int i = 0; i < n; ++i) {
-    const double s = signs ? static_cast<double>(signs[i]) : 1.0;
-    for (int l = 0; l < kLanes; ++l) v[i][l] = l < lanes ? static_cast<double>(load(l, i)) * s : 0.0;
-  }
-  for (int h = 1; h < n; h *= 2)
-    for (int i = 0; i < n; i += 2 * h)
-      for (int j = i; j < i + h; ++j)
-        for (int l = 0; l < kLanes; ++l) {
-          const double a = v[j][l], b = v[j + h][l];
-          v[j][l] = a + b;
-          v[j + h][l] = a - b;
-        }
-  const double scale = 1.0 / std::sqrt(static_cast<double>(n));
-  for (int i = 0; i < n; ++i)
-    for (int l = 0; l < lanes; ++l) store(l, i, static_cast<float>(v[i][l] * scale));
-}
-}  // namespace hadamard_detail
-
 // The blocked transform of a row-major (rows x cols) matrix, in place: every run of n
 // consecutive elements along `axis` (1: along each row, the last axis; 0: down each
 // column) starting at a multiple of n is replaced by hadamard_row of it, with the same
 // `signs` (length n, or empty for all +1) for every block. The extent along `axis` must
 // be a multiple of n and n a power of two <= 128 (std::invalid_argument otherwise).
-// Blocks are transformed kLanes at a time (8 neighbouring columns for axis 0, 8 rows for
-// axis 1) with hadamard_row's arithmetic in each lane: the same bits, several times faster.
-inline void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n,
-                            std::span<const float> signs) {
-  if (!is_power_of_two(n) || n > kMaxHadamardRow)
-    throw std::invalid_argument("hadamard_blocks: size " + std::to_string(n) +
-                                " is not a power of two <= 128");
-  if (axis != 0 && axis != 1)
-    throw std::invalid_argument("hadamard_blocks: axis " + std::to_string(axis) + " is not 0 or 1");
-  if (!signs.empty() && signs.size() != static_cast<size_t>(n))
-    throw std::invalid_argument("hadamard_blocks: " + std::to_string(signs.size()) +
-                                " signs for size " + std::to_string(n));
-  const int64_t extent = axis == 1 ? cols : rows;
-  if (extent % n != 0)
-    throw std::invalid_argument("hadamard_blocks: the extent " + std::to_string(extent) +
-                                " along axis " + std::to_string(axis) +
-                                " is not a multiple of the Hadamard size " + std::to_string(n));
-  const float* s = signs.empty() ? nullptr : signs.data();
-  constexpr int64_t W = hadamard_detail::kLanes;
-  if (axis == 1) {
-    for (int64_t r = 0; r < rows; r += W) {
-      const int lanes = static_cast<int>(std::min<int64_t>(W, rows - r));
-      for (int64_t c = 0; c < cols; c += n) {
-        float* p = data + r * cols + c;  // lane l: row r + l
-        hadamard_detail::hadamard_lanes(
-            n, s, lanes, [&](int l, int i) { return p[l * cols + i]; },
-            [&](int l, int i, float y) { p[l * cols + i] = y; });
-      }
-    }
-    return;
-  }
-  for (int64_t c = 0; c < cols; c += W) {
-    const int lanes = static_cast<int>(std::min<int64_t>(W, cols - c));
-    for (int64_t r0 = 0; r0 < rows; r0 += n) {
-      float* p = data + r0 * cols + c;  // lane l: column c + l
-      hadamard_detail::hadamard_lanes(
-          n, s, lanes, [&](int l, int i) { return p[i * cols + l]; },
-          [&](int l, int i, float y) { p[i * cols + l] = y; });
-    }
-  }
-}
+// numerics/src/hadamard.cpp runs hadamard_row's arithmetic in SIMD lanes: the same bits.
+void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n, std::span<const float> signs);
 
 }  // namespace lpx

@@ -1,0 +1,138 @@
+// hadamard_blocks (numerics/hadamard.hpp): the recipes' blocked random Hadamard transform
+// on the CPU, bit for bit with hadamard_row, which defines it.
+//
+// Each block runs hadamard_row's arithmetic on doubles in 8-lane vectors (GCC/Clang vector
+// extensions, compiled for AVX-512, AVX2 and the baseline with run-time dispatch): the
+// same double products with the signs, the same butterflies stage by stage in ascending h
+// (the order within a stage does not matter: every output depends only on its own two
+// inputs), one multiply by 1/sqrt(n), one rounding to float32.
+//   - axis 0 (down columns): the lanes are 8 neighbouring columns, so every butterfly is
+//     one vector addition or subtraction between two rows of the block.
+//   - axis 1 (along rows): the lanes are 8 consecutive elements of one block, so no
+//     transposition is needed; the stages h = 1, 2, 4 pair lanes of one vector (a lane
+//     shuffle, then both results and a blend), and h >= 8 pair whole vectors.
+// Columns past the last multiple of 8 (axis 0) and blocks shorter than 8 (axis 1) take
+// hadamard_row itself.
+#include "lpx/numerics/hadamard.hpp"
+
+#include <cstring>
+
+// The helpers below are always inlined into the target clones; GCC's note that a 64-byte
+// vector argument changes the ABI without AVX-512 does not apply to them.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace lpx {
+namespace {
+
+typedef double D8 __attribute__((vector_size(64)));
+typedef float F8 __attribute__((vector_size(32)));
+
+[[gnu::always_inline]] inline D8 load8(const float* p) {
+  F8 f;
+  std::memcpy(&f, p, sizeof f);
+  return __builtin_convertvector(f, D8);
+}
+
+// static_cast<float>(v * scale) per lane: the product in double, one rounding.
+[[gnu::always_inline]] inline void store8(float* p, D8 v, double scale) {
+  const F8 f = __builtin_convertvector(v * scale, F8);
+  std::memcpy(p, &f, sizeof f);
+}
+
+// One stage h in {1, 2, 4} inside a vector: lane j with bit h clear gets x[j] + x[j + h],
+// lane j with it set gets x[j - h] - x[j] (t = x with partners swapped).
+[[gnu::always_inline]] inline D8 lane_stages(D8 x) {
+  D8 t = __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);
+  x = __builtin_shufflevector(x + t, t - x, 0, 9, 2, 11, 4, 13, 6, 15);
+  t = __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5);
+  x = __builtin_shufflevector(x + t, t - x, 0, 1, 10, 11, 4, 5, 14, 15);
+  t = __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3);
+  return __builtin_shufflevector(x + t, t - x, 0, 1, 2, 3, 12, 13, 14, 15);
+}
+
+// Butterflies between vectors: for h = 1, 2, ... < m (ascending), (v[j], v[j + h]) <-
+// (v[j] + v[j + h], v[j] - v[j + h]).
+[[gnu::always_inline]] inline void vector_stages(D8* v, int m) {
+  for (int h = 1; h < m; h *= 2)
+    for (int i = 0; i < m; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        const D8 a = v[j], b = v[j + h];
+        v[j] = a + b;
+        v[j + h] = a - b;
+      }
+}
+
+// Every block of N along each row, N in {8, ..., 128}.
+template <int N>
+[[gnu::always_inline]] inline void rows_n(float* data, int64_t rows, int64_t cols, const float* signs,
+                                          double scale) {
+  constexpr int M = N / 8;
+  D8 sg[M];
+  for (int q = 0; q < M; ++q)
+    for (int l = 0; l < 8; ++l) sg[q][l] = signs ? static_cast<double>(signs[8 * q + l]) : 1.0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; c += N) {
+      float* p = data + r * cols + c;
+      D8 v[M];
+      for (int q = 0; q < M; ++q) v[q] = lane_stages(load8(p + 8 * q) * sg[q]);
+      vector_stages(v, M);
+      for (int q = 0; q < M; ++q) store8(p + 8 * q, v[q], scale);
+    }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void blocks_along_rows(
+    float* data, int64_t rows, int64_t cols, int n, const float* signs, double scale) {
+  switch (n) {
+    case 8: return rows_n<8>(data, rows, cols, signs, scale);
+    case 16: return rows_n<16>(data, rows, cols, signs, scale);
+    case 32: return rows_n<32>(data, rows, cols, signs, scale);
+    case 64: return rows_n<64>(data, rows, cols, signs, scale);
+    case 128: return rows_n<128>(data, rows, cols, signs, scale);
+    default:
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; c += n) hadamard_row(data + r * cols + c, data + r * cols + c, n, signs);
+  }
+}
+
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void blocks_down_columns(
+    float* data, int64_t rows, int64_t cols, int n, const float* signs, double scale) {
+  const int64_t vec_cols = cols - cols % 8;
+  for (int64_t r0 = 0; r0 < rows; r0 += n) {
+    float* p = data + r0 * cols;
+    for (int64_t c = 0; c < vec_cols; c += 8) {
+      D8 v[kMaxHadamardRow];
+      for (int i = 0; i < n; ++i) v[i] = load8(p + i * cols + c) * (signs ? static_cast<double>(signs[i]) : 1.0);
+      vector_stages(v, n);
+      for (int i = 0; i < n; ++i) store8(p + i * cols + c, v[i], scale);
+    }
+    for (int64_t c = vec_cols; c < cols; ++c) {
+      float col[kMaxHadamardRow];
+      for (int i = 0; i < n; ++i) col[i] = p[i * cols + c];
+      hadamard_row(col, col, n, signs);
+      for (int i = 0; i < n; ++i) p[i * cols + c] = col[i];
+    }
+  }
+}
+
+}  // namespace
+
+void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n, std::span<const float> signs) {
+  if (!is_power_of_two(n) || n > kMaxHadamardRow)
+    throw std::invalid_argument("hadamard_blocks: size " + std::to_string(n) + " is not a power of two <= 128");
+  if (axis != 0 && axis != 1)
+    throw std::invalid_argument("hadamard_blocks: axis " + std::to_string(axis) + " is not 0 or 1");
+  if (!signs.empty() && signs.size() != static_cast<size_t>(n))
+    throw std::invalid_argument("hadamard_blocks: " + std::to_string(signs.size()) + " signs for size " +
+                                std::to_string(n));
+  const int64_t extent = axis == 1 ? cols : rows;
+  if (extent % n != 0)
+    throw std::invalid_argument("hadamard_blocks: the extent " + std::to_string(extent) + " along axis " +
+                                std::to_string(axis) + " is not a multiple of the Hadamard size " +
+                                std::to_string(n));
+  const float* s = signs.empty() ? nullptr : signs.data();
+  const double scale = 1.0 / std::sqrt(static_cast<double>(n));  // hadamard_row's
+  if (axis == 1) blocks_along_rows(data, rows, cols, n, s, scale);
+  else blocks_down_columns(data, rows, cols, n, s, scale);
+}
+
+}  // namespace lpx
