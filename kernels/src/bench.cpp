@@ -209,13 +209,13 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     DeviceBuffer fa(s * s * 4), fb(s * s * 4), fc(s * s * 4);
     fill_device(fa.get(), 0, s * s * 4);
     fill_device(fb.get(), 0, s * s * 4);
-    const auto n = static_cast<int64_t>(s);
+    const auto side = static_cast<int64_t>(s);
     for (const auto& [name, acc, order] :
          {std::tuple{"f32 fast (cuBLASLt)", LimitedSum{}, GemmOrder::fast},
           std::tuple{"f32 exact (ordered)", LimitedSum{}, GemmOrder::exact},
           std::tuple{"f32 limited 13b/128 (ordered)", LimitedSum{13, 128}, GemmOrder::exact}})
       add_gemm(std::string("gemm ") + name + " " + std::to_string(s), [&, acc = acc, order = order] {
-        gemm_f32_device(false, true, fa.get<float>(), fb.get<float>(), fc.get<float>(), n, n, n, acc, false, order);
+        gemm_f32_device(false, true, fa.get<float>(), fb.get<float>(), fc.get<float>(), side, side, side, acc, false, order);
       });
   }
   return rows;

@@ -74,7 +74,7 @@ const Table* open_module(const std::string& path, std::string& why) {
   return t;
 }
 
-std::string executable_dir() {
+[[maybe_unused]] std::string executable_dir() {  // unused without a CUDA build path
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   return ec ? std::string() : exe.parent_path().string();

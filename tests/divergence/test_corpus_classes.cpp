@@ -54,10 +54,10 @@ TEST_CASE("corpus classes: instant divergences apart, recall over the runs with 
   runs.push_back(run("lrramp-b", s, 50, 50));         // a miss: flagged in the divergence step
   runs.push_back(run("healthy-a", s, -1, -1));
   runs.push_back(run("healthy-b", s, -1, 150));       // a false positive
-  CHECK(lpx::cli::instant_reason(runs[0], t).find("the run's first step") != std::string::npos);
-  CHECK(lpx::cli::instant_reason(run("lr1000x-b", s, 2, -1), t).empty());  // update_size could warn at 0 or 1
-  CHECK(lpx::cli::instant_reason(runs[1], t).find("weight outlier is injected") != std::string::npos);
-  CHECK(lpx::cli::instant_reason(runs[2], t).empty());
+  CHECK(lpx::cli::instant_reason(runs[0]).find("the run's first step") != std::string::npos);
+  CHECK(lpx::cli::instant_reason(run("lr1000x-b", s, 2, -1)).empty());  // update_size could warn at 0 or 1
+  CHECK(lpx::cli::instant_reason(runs[1]).find("weight outlier is injected") != std::string::npos);
+  CHECK(lpx::cli::instant_reason(runs[2]).empty());
   const auto j = lpx::cli::corpus_summary(runs, t, detector_names());
   const auto& o = j["overall"];
   CHECK(o["diverged"] == 5);

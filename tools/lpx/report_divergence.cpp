@@ -109,7 +109,7 @@ std::string verdict(const CorpusRun& r, double band) {
   return "ok";
 }
 
-std::string instant_reason(const CorpusRun& r, const divergence::Thresholds& t) {
+std::string instant_reason(const CorpusRun& r) {
   const divergence::Outcome& o = r.outcome;
   if (!o.diverged) return "";
   const int64_t first = r.series && r.series->rows() ? r.series->step.front() : 0;
@@ -134,7 +134,7 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
     ++n;
     if (!bands.count(r.model)) bands[r.model] = gap_band(runs, r.model);
     const std::vector<divergence::Flag> flags = divergence::only(r.flags, enabled);
-    const std::string why_instant = instant_reason(r, t);
+    const std::string why_instant = instant_reason(r);
     const std::string v = verdict(r, bands[r.model]);
     const std::string kind = !why_instant.empty() ? "instant" : v == "diverged" ? "diverged" : v == "gap" ? "gap" : "ok";
     all.add(r, kind, flags);

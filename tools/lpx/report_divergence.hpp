@@ -58,7 +58,7 @@ double gap_band(const std::vector<CorpusRun>& runs, const std::string& model);
 std::string verdict(const CorpusRun& r, double band);
 
 // Why a diverged run has no early window ("" when it has one, or did not diverge).
-std::string instant_reason(const CorpusRun& r, const divergence::Thresholds& t);
+std::string instant_reason(const CorpusRun& r);
 
 // The figures over `runs` (references left out) for the detectors in `enabled`.
 nlohmann::ordered_json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresholds& t,
