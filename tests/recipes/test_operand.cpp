@@ -311,3 +311,41 @@ TEST_CASE("ternary absmean (BitNet b1.58)", "[recipes]") {
     }
   }
 }
+
+TEST_CASE("operand stats: amax, SQNR and flushed share over the finite inputs, as written out by hand", "[recipes]") {
+  // 1003 elements (not a multiple of the 8 running sums), small values that MXFP4 flushes
+  // beside a large one, exact zeros
+  const int64_t rows = 17, cols = 59;
+  auto x = random_matrix(rows, cols, 21, 300.0f);
+  for (size_t i = 0; i < x.size(); i += 5) x[i] *= 1e-3f;
+  for (size_t i = 2; i < x.size(); i += 37) x[i] = 0.0f;
+  OperandQuantizer q(recipe_by_name("mxfp4-rne"), kLayer, 1);
+  OperandStats st;
+  const auto y = run(q, GemmRole::fwd_w, x, rows, cols, 0, &st);
+  double signal = 0, noise = 0;
+  float amax = 0;
+  int64_t nonzero = 0, flushed = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    amax = std::max(amax, std::fabs(x[i]));
+    signal += static_cast<double>(x[i]) * x[i];
+    noise += (static_cast<double>(y[i]) - x[i]) * (static_cast<double>(y[i]) - x[i]);
+    nonzero += x[i] != 0;
+    flushed += x[i] != 0 && y[i] == 0;
+  }
+  REQUIRE(flushed > 0);
+  CHECK(st.elements == rows * cols);
+  CHECK(st.amax == amax);
+  CHECK(st.sqnr_db == Approx(10 * std::log10(signal / noise)).epsilon(1e-12));
+  CHECK(st.flushed_pct == Approx(100.0 * static_cast<double>(flushed) / static_cast<double>(nonzero)).epsilon(1e-15));
+  // NaN and Inf inputs are left out of every figure (an identity role: q == v)
+  auto bad = x;
+  bad[3] = NAN;
+  bad[10] = INFINITY;
+  bad[1000] = -INFINITY;
+  OperandQuantizer id(recipe_by_name("fp32"), kLayer, 1);
+  OperandStats si;
+  run(id, GemmRole::fwd_x, bad, rows, cols, 0, &si);
+  CHECK(si.amax == amax);
+  CHECK(std::isinf(si.sqnr_db));
+  CHECK(si.flushed_pct == 0);
+}
