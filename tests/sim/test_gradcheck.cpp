@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "lpx/formats/cast.hpp"
 #include "lpx/numerics/philox.hpp"
 #include "lpx/sim/gemm.hpp"
 #include "lpx/sim/layers.hpp"
@@ -214,6 +215,13 @@ void reference_limited_gemm(Trans ta, Trans tb, const float* a, const float* b, 
 
 // gemm's limited accumulation against the definition in every layout, with and without
 // accumulating into c0, bit for bit.
+// An e4m3-like value from an LCG state: 4 significant bits, 16 binades, either sign.
+float e4m3_like_code(uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  const auto r = static_cast<int>(state >> 33);
+  return std::ldexp(static_cast<float>(8 + r % 8), r / 8 % 16 - 12) * ((r >> 20) & 1 ? -1.0f : 1.0f);
+}
+
 void check_limited_layouts(const std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c0,
                            int64_t m, int64_t n, int64_t k, std::initializer_list<int> mbs,
                            std::initializer_list<int> everys) {
@@ -301,22 +309,109 @@ TEST_CASE("the vectorized limited loop keeps the definition at midpoints, double
         }
     }
   }
+  SECTION("finite sums too large for the splitting factor") {
+    // partial sums above FLT_MAX / (2^(23 - mb) + 1), where the vector loop's Veltkamp
+    // split overflows to NaN, yet every total is finite: the tile must be redone exactly
+    const int64_t m = 21, n = 35, k = 70;
+    std::vector<float> a(m * k), b(k * n), c0(m * n, 0.0f);
+    for (size_t i = 0; i < a.size(); ++i) a[i] = std::ldexp(std::sin(1.3f * static_cast<float>(i)), 60);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = std::ldexp(std::cos(0.9f * static_cast<float>(i)), 60);
+    for (int mb : {3, 14}) {
+      INFO("mb " << mb);
+      std::vector<float> got(m * n), want(m * n);
+      gemm(Trans::n, Trans::n, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, 16}, false);
+      reference_limited_gemm(Trans::n, Trans::n, a.data(), b.data(), want.data(), m, n, k, mb, 16, false);
+      REQUIRE(bits_equal(got, want));
+      float largest = 0;
+      for (float v : got) {
+        REQUIRE(std::isfinite(v));
+        largest = std::max(largest, std::fabs(v));
+      }
+      CHECK(largest > std::ldexp(1.0f, 120));  // the split overflows past 2^119 at mb 14, 2^107 at mb 3
+    }
+  }
   SECTION("scaled 8-bit operands, as the FP8 recipes feed it, over ragged shapes") {
     // e4m3-like codes (4 significant bits) times float32 block scales: sums land on
     // midpoints often, and rows and columns do not fill whole tiles
     const int64_t m = 67, n = 77, k = 300;
     uint64_t state = 99;
-    const auto code = [&] {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const auto r = static_cast<int>(state >> 33);
-      return std::ldexp(static_cast<float>(8 + r % 8), r / 8 % 16 - 12) * ((r >> 20) & 1 ? -1.0f : 1.0f);
-    };
+    const auto code = [&] { return e4m3_like_code(state); };
     std::vector<float> a(m * k), b(k * n), c0(m * n);
     for (size_t i = 0; i < a.size(); ++i) a[i] = code() * (0.0137f + 0.001f * static_cast<float>(i / 128 % 5));
     for (size_t i = 0; i < b.size(); ++i) b[i] = code() * 0.731f;
     for (size_t i = 0; i < c0.size(); ++i) c0[i] = code();
     check_limited_layouts(a, b, c0, m, n, k, {8, 13, 14}, {0, 128});
   }
+}
+
+TEST_CASE("the vectorized loop rounds every float32 of a binade as the definition does", "[gemm]") {
+  // k = 1 and a = {1, -1}: each C element is one rounded sum, round(+-b_j), so the SIMD
+  // rounding (Veltkamp's split, and the bit rounding at midpoints and where the split
+  // overflows) meets every mantissa of a binade in both signs, against round_to_mantissa.
+  // The binades: [1, 2), and the one where (2^(23 - mb) + 1) b crosses FLT_MAX.
+  const int64_t n = int64_t{1} << 23;
+  const float a[2] = {1.0f, -1.0f};
+  std::vector<float> b(static_cast<size_t>(n)), got(static_cast<size_t>(2 * n));
+  for (int mb = 1; mb <= 22; ++mb)
+    for (int e : {0, 127 - (23 - mb)}) {
+      INFO("mb " << mb << " binade 2^" << e);
+      for (int64_t j = 0; j < n; ++j)
+        b[static_cast<size_t>(j)] = std::bit_cast<float>(static_cast<uint32_t>((e + 127) << 23) | static_cast<uint32_t>(j));
+      gemm(Trans::n, Trans::n, a, b.data(), got.data(), 2, n, 1, Accumulation{true, mb, 0}, false);
+      int64_t wrong = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        const float want = round_to_mantissa(b[static_cast<size_t>(j)], mb);
+        wrong += std::bit_cast<uint32_t>(got[static_cast<size_t>(j)]) != std::bit_cast<uint32_t>(want);
+        wrong += std::bit_cast<uint32_t>(got[static_cast<size_t>(n + j)]) != std::bit_cast<uint32_t>(-want);
+      }
+      REQUIRE(wrong == 0);
+    }
+}
+
+// The claim behind the loop's rounding, over every normal float32 (both signs) and every
+// width the recipes allow: Veltkamp's split rounds to nearest like round_to_mantissa
+// wherever s is not a midpoint of the grid and g stays finite, and where g overflows the
+// result is not finite (so the loop's rerun catches it). About nine minutes on one core,
+// so hidden from the suite: sim_test_gradcheck "[.exhaustive]".
+TEST_CASE("Veltkamp's split rounds every normal float32 to nearest", "[gemm][.exhaustive]") {
+  for (int mb = 1; mb <= 22; ++mb) {
+    const int drop = 23 - mb;
+    const float split = static_cast<float>((1u << drop) + 1u);
+    const uint32_t tie = 1u << (drop - 1), dropped = (1u << drop) - 1;
+    int64_t wrong = 0;
+    for (uint32_t bits = 0x00800000u; bits < 0x7f800000u; ++bits) {
+      if (((bits + tie) & dropped) == 0) continue;  // a midpoint: the loop's Midpoints path
+      for (const float s : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)}) {
+        const float g = s * split;
+        const float hi = g + (s - g);
+        if (!std::isfinite(g)) wrong += std::isfinite(hi);
+        else wrong += std::bit_cast<uint32_t>(hi) != std::bit_cast<uint32_t>(round_to_mantissa(s, mb));
+      }
+    }
+    INFO("mb " << mb);
+    REQUIRE(wrong == 0);
+  }
+}
+
+TEST_CASE("the vectorized limited loop keeps the definition on every SIMD target", "[gemm][simd]") {
+  // the loop is compiled once per Highway target (4 to 16 float lanes, a different
+  // midpoint test on AVX-512); each one the CPU supports is forced in turn
+  const int64_t m = 23, n = 41, k = 150;
+  uint64_t state = 5;
+  const auto code = [&] { return e4m3_like_code(state); };
+  std::vector<float> a(m * k), b(k * n), c0(m * n), a_big(m * k), b_big(k * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = code() * 0.0137f, a_big[i] = std::ldexp(std::sin(1.3f * static_cast<float>(i)), 60);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = code() * 0.731f, b_big[i] = std::ldexp(std::cos(0.9f * static_cast<float>(i)), 60);
+  for (size_t i = 0; i < c0.size(); ++i) c0[i] = code();
+  const auto targets = lpx::cast_testing::simd_targets();
+  REQUIRE(!targets.empty());
+  for (const auto& t : targets) {
+    lpx::cast_testing::force_simd_target(t.id);
+    INFO("forced target " << t.name);
+    check_limited_layouts(a, b, c0, m, n, k, {1, 14, 22}, {0, 128});
+    check_limited_layouts(a_big, b_big, c0, m, n, k, {3, 14}, {16});  // sums past the split's range
+  }
+  lpx::cast_testing::force_simd_target(0);
 }
 
 namespace {
