@@ -70,34 +70,49 @@ RoleSpec high_precision_spec(RoleSpec::Kind kind) {
 }
 
 // SQNR, amax and % flushed of q against v (the quantizer's input), over the finite v.
-// Called on every operand of every step, so it is written to vectorize: eight running
-// sums (lane j takes the elements i = j mod 8) combined in a fixed order at the end, so
-// the result is the same whatever SIMD width a clone runs with, and no branches.
+// Called on every operand of every step, so it runs in 8-lane vectors (GCC/Clang vector
+// extensions, compiled per SIMD level with run-time dispatch): lane j sums the elements
+// i = j mod 8, and the lanes are added in a fixed order at the end, so every clone gives
+// the same result.
+typedef float F8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+typedef double D8 __attribute__((vector_size(64)));
+typedef int64_t L8 __attribute__((vector_size(64)));
+
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void error_stats(
     const float* v, const float* q, int64_t n, OperandStats& st) {
-  constexpr int L = 8;
-  double signal[L] = {}, noise[L] = {};
-  float amax[L] = {};
-  int64_t nonzero[L] = {}, flushed[L] = {};
-  const auto add = [&](int j, float x, float y) {
-    const bool finite = std::fabs(x) <= std::numeric_limits<float>::max();  // false for NaN
-    const double xd = finite ? static_cast<double>(x) : 0.0;
-    const double d = finite ? static_cast<double>(y) - xd : 0.0;
-    amax[j] = std::max(amax[j], finite ? std::fabs(x) : 0.0f);
-    signal[j] += xd * xd;
-    noise[j] += d * d;
-    const bool nz = finite && x != 0;
-    nonzero[j] += nz;
-    flushed[j] += nz && y == 0;
-  };
-  int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; ++j) add(j, v[i + j], q[i + j]);
-  for (int j = 0; i < n; ++i, ++j) add(j, v[i], q[i]);
+  D8 signal = {}, noise = {};
+  F8 amax = {};
+  L8 nonzero = {}, flushed = {};
+  const I8 magnitude = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff,
+                        0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+  const F8 largest = std::numeric_limits<float>::max() + F8{};
+  const int64_t whole = n - n % 8;
+  for (int64_t i = 0; i < n; i += 8) {
+    F8 x = {}, y = {};
+    if (i < whole) {
+      std::memcpy(&x, v + i, sizeof x);
+      std::memcpy(&y, q + i, sizeof y);
+    } else {  // the tail in the first lanes, zeros beside it (a zero adds nothing)
+      for (int64_t j = 0; j < n - i; ++j) x[j] = v[i + j], y[j] = q[i + j];
+    }
+    const F8 ax = (F8)((I8)x & magnitude);
+    const I8 finite = ax <= largest;  // -1 or 0 per lane; 0 for NaN
+    const F8 ax_finite = (F8)((I8)ax & finite);
+    amax = amax >= ax_finite ? amax : ax_finite;
+    const L8 finite64 = __builtin_convertvector(finite, L8);
+    const D8 xd = (D8)((L8)__builtin_convertvector(x, D8) & finite64);
+    const D8 d = (D8)((L8)(__builtin_convertvector(y, D8) - xd) & finite64);
+    signal += xd * xd;
+    noise += d * d;
+    const I8 nz = finite & (x != 0);
+    nonzero -= __builtin_convertvector(nz, L8);
+    flushed -= __builtin_convertvector(nz & (y == 0), L8);
+  }
   double sig = 0, noi = 0;
   int64_t nonzero_all = 0, flushed_all = 0;
   float amax_all = 0;
-  for (int j = 0; j < L; ++j) {
+  for (int j = 0; j < 8; ++j) {
     sig += signal[j];
     noi += noise[j];
     nonzero_all += nonzero[j];
