@@ -12,9 +12,11 @@
 //     transposition is needed; the stages h = 1, 2, 4 pair lanes of one vector (a lane
 //     shuffle, then both results and a blend), and h >= 8 pair whole vectors.
 // Columns past the last multiple of 8 (axis 0) and blocks shorter than 8 (axis 1) take
-// hadamard_row itself.
+// hadamard_row itself. Operands of 2^16 elements or more are split into pieces of rows
+// (axis 1) or columns (axis 0) over OpenMP threads.
 #include "lpx/numerics/hadamard.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 // The helpers below are always inlined into the target clones; GCC's note that a 64-byte
@@ -80,32 +82,36 @@ template <int N>
     }
 }
 
+// Rows [r0, r1), every block along each.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void blocks_along_rows(
-    float* data, int64_t rows, int64_t cols, int n, const float* signs, double scale) {
+    float* data, int64_t r0, int64_t r1, int64_t cols, int n, const float* signs, double scale) {
+  float* first = data + r0 * cols;
+  const int64_t rows = r1 - r0;
   switch (n) {
-    case 8: return rows_n<8>(data, rows, cols, signs, scale);
-    case 16: return rows_n<16>(data, rows, cols, signs, scale);
-    case 32: return rows_n<32>(data, rows, cols, signs, scale);
-    case 64: return rows_n<64>(data, rows, cols, signs, scale);
-    case 128: return rows_n<128>(data, rows, cols, signs, scale);
+    case 8: return rows_n<8>(first, rows, cols, signs, scale);
+    case 16: return rows_n<16>(first, rows, cols, signs, scale);
+    case 32: return rows_n<32>(first, rows, cols, signs, scale);
+    case 64: return rows_n<64>(first, rows, cols, signs, scale);
+    case 128: return rows_n<128>(first, rows, cols, signs, scale);
     default:
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; c += n) hadamard_row(data + r * cols + c, data + r * cols + c, n, signs);
+        for (int64_t c = 0; c < cols; c += n) hadamard_row(first + r * cols + c, first + r * cols + c, n, signs);
   }
 }
 
+// Columns [c0, c1) of every block down the columns; c0 a multiple of 8.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void blocks_down_columns(
-    float* data, int64_t rows, int64_t cols, int n, const float* signs, double scale) {
-  const int64_t vec_cols = cols - cols % 8;
+    float* data, int64_t rows, int64_t cols, int64_t c0, int64_t c1, int n, const float* signs, double scale) {
+  const int64_t vec_cols = c1 - (c1 - c0) % 8;
   for (int64_t r0 = 0; r0 < rows; r0 += n) {
     float* p = data + r0 * cols;
-    for (int64_t c = 0; c < vec_cols; c += 8) {
+    for (int64_t c = c0; c < vec_cols; c += 8) {
       D8 v[kMaxHadamardRow];
       for (int i = 0; i < n; ++i) v[i] = load8(p + i * cols + c) * (signs ? static_cast<double>(signs[i]) : 1.0);
       vector_stages(v, n);
       for (int i = 0; i < n; ++i) store8(p + i * cols + c, v[i], scale);
     }
-    for (int64_t c = vec_cols; c < cols; ++c) {
+    for (int64_t c = vec_cols; c < c1; ++c) {
       float col[kMaxHadamardRow];
       for (int i = 0; i < n; ++i) col[i] = p[i * cols + c];
       hadamard_row(col, col, n, signs);
@@ -131,8 +137,23 @@ void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n, s
                                 std::to_string(n));
   const float* s = signs.empty() ? nullptr : signs.data();
   const double scale = 1.0 / std::sqrt(static_cast<double>(n));  // hadamard_row's
-  if (axis == 1) blocks_along_rows(data, rows, cols, n, s, scale);
-  else blocks_down_columns(data, rows, cols, n, s, scale);
+  // Large operands in pieces over OpenMP threads (outside the clones: a parallel region
+  // inside one would be outlined before cloning and run the baseline code). Every block
+  // is computed alone, so the thread count never changes a bit.
+  const bool parallel = rows * cols >= (int64_t{1} << 16);
+  if (axis == 1) {
+    constexpr int64_t kRows = 16;
+    const int64_t pieces = (rows + kRows - 1) / kRows;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t i = 0; i < pieces; ++i)
+      blocks_along_rows(data, i * kRows, std::min(rows, (i + 1) * kRows), cols, n, s, scale);
+  } else {
+    constexpr int64_t kCols = 64;
+    const int64_t pieces = (cols + kCols - 1) / kCols;
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t i = 0; i < pieces; ++i)
+      blocks_down_columns(data, rows, cols, i * kCols, std::min(cols, (i + 1) * kCols), n, s, scale);
+  }
 }
 
 }  // namespace lpx

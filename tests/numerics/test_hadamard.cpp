@@ -5,8 +5,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
+
+#include <omp.h>
 
 #include "lpx/numerics/hadamard.hpp"
 
@@ -192,4 +195,33 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 32, s32), std::invalid_argument);  // 48 % 32
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 1, 16, s32), std::invalid_argument);  // signs
   CHECK_THROWS_AS(lpx::hadamard_blocks(c.data(), rows, cols, 2, 16, s), std::invalid_argument);
+}
+
+TEST_CASE("hadamard_blocks: large operands split over threads give the same bits", "[hadamard]") {
+  // at least 2^16 elements run in pieces over OpenMP threads; a ragged column count
+  const int64_t rows = 256, cols = 520;
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(std::sin(0.37f * static_cast<float>(i)), static_cast<int>(i % 29) - 14);
+  const auto s = lpx::hadamard_signs(32, 3, 4);
+  for (int axis : {0, 1}) {
+    INFO("axis " << axis);
+    const int64_t c = axis == 1 ? 512 : cols;  // along rows the extent must be a multiple of 32
+    std::vector<float> base(x.begin(), x.begin() + rows * c);
+    std::vector<float> one = base, two = base;
+    omp_set_num_threads(1);
+    lpx::hadamard_blocks(one.data(), rows, c, axis, 32, s);
+    omp_set_num_threads(2);
+    lpx::hadamard_blocks(two.data(), rows, c, axis, 32, s);
+    REQUIRE(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)) == 0);
+    const int64_t lines = axis == 1 ? rows : c, len = axis == 1 ? c : rows;
+    for (int64_t a = 0; a < lines; ++a)
+      for (int64_t b0 = 0; b0 < len; b0 += 32) {
+        float in[32], want[32];
+        for (int k = 0; k < 32; ++k) in[k] = base[static_cast<size_t>(axis == 1 ? a * c + b0 + k : (b0 + k) * c + a)];
+        lpx::hadamard_row(in, want, 32, s.data());
+        for (int k = 0; k < 32; ++k)
+          REQUIRE(std::bit_cast<uint32_t>(two[static_cast<size_t>(axis == 1 ? a * c + b0 + k : (b0 + k) * c + a)]) ==
+                  std::bit_cast<uint32_t>(want[k]));
+      }
+  }
 }
