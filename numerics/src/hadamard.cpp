@@ -19,9 +19,8 @@
 #include <algorithm>
 #include <cstring>
 
-// The helpers below are always inlined into the target clones; GCC's note that a 64-byte
-// vector argument changes the ABI without AVX-512 does not apply to them.
-#pragma GCC diagnostic ignored "-Wpsabi"
+// The helpers take and give vectors by reference: a 64-byte vector passed by value to a
+// function of the AVX2 or baseline clone is an ABI change Clang refuses (GCC warns).
 
 namespace lpx {
 namespace {
@@ -29,27 +28,27 @@ namespace {
 typedef double D8 __attribute__((vector_size(64)));
 typedef float F8 __attribute__((vector_size(32)));
 
-[[gnu::always_inline]] inline D8 load8(const float* p) {
+[[gnu::always_inline]] inline void load8(D8& v, const float* p) {
   F8 f;
   std::memcpy(&f, p, sizeof f);
-  return __builtin_convertvector(f, D8);
+  v = __builtin_convertvector(f, D8);
 }
 
 // static_cast<float>(v * scale) per lane: the product in double, one rounding.
-[[gnu::always_inline]] inline void store8(float* p, D8 v, double scale) {
+[[gnu::always_inline]] inline void store8(float* p, const D8& v, double scale) {
   const F8 f = __builtin_convertvector(v * scale, F8);
   std::memcpy(p, &f, sizeof f);
 }
 
 // One stage h in {1, 2, 4} inside a vector: lane j with bit h clear gets x[j] + x[j + h],
 // lane j with it set gets x[j - h] - x[j] (t = x with partners swapped).
-[[gnu::always_inline]] inline D8 lane_stages(D8 x) {
+[[gnu::always_inline]] inline void lane_stages(D8& x) {
   D8 t = __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);
   x = __builtin_shufflevector(x + t, t - x, 0, 9, 2, 11, 4, 13, 6, 15);
   t = __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5);
   x = __builtin_shufflevector(x + t, t - x, 0, 1, 10, 11, 4, 5, 14, 15);
   t = __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3);
-  return __builtin_shufflevector(x + t, t - x, 0, 1, 2, 3, 12, 13, 14, 15);
+  x = __builtin_shufflevector(x + t, t - x, 0, 1, 2, 3, 12, 13, 14, 15);
 }
 
 // Butterflies between vectors: for h = 1, 2, ... < m (ascending), (v[j], v[j + h]) <-
@@ -76,7 +75,11 @@ template <int N>
     for (int64_t c = 0; c < cols; c += N) {
       float* p = data + r * cols + c;
       D8 v[M];
-      for (int q = 0; q < M; ++q) v[q] = lane_stages(load8(p + 8 * q) * sg[q]);
+      for (int q = 0; q < M; ++q) {
+        load8(v[q], p + 8 * q);
+        v[q] *= sg[q];
+        lane_stages(v[q]);
+      }
       vector_stages(v, M);
       for (int q = 0; q < M; ++q) store8(p + 8 * q, v[q], scale);
     }
@@ -107,7 +110,10 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     float* p = data + r0 * cols;
     for (int64_t c = c0; c < vec_cols; c += 8) {
       D8 v[kMaxHadamardRow];
-      for (int i = 0; i < n; ++i) v[i] = load8(p + i * cols + c) * (signs ? static_cast<double>(signs[i]) : 1.0);
+      for (int i = 0; i < n; ++i) {
+        load8(v[i], p + i * cols + c);
+        v[i] *= signs ? static_cast<double>(signs[i]) : 1.0;
+      }
       vector_stages(v, n);
       for (int i = 0; i < n; ++i) store8(p + i * cols + c, v[i], scale);
     }
