@@ -52,7 +52,8 @@ typedef float F8 __attribute__((vector_size(32)));
 }
 
 // Butterflies between vectors: for h = 1, 2, ... < m (ascending), (v[j], v[j + h]) <-
-// (v[j] + v[j + h], v[j] - v[j + h]).
+// (v[j] + v[j + h], v[j] - v[j + h]). fwht_unnormalized's loop, written again so that it
+// is always inlined and compiled into each target clone.
 [[gnu::always_inline]] inline void vector_stages(D8* v, int m) {
   for (int h = 1; h < m; h *= 2)
     for (int i = 0; i < m; i += 2 * h)
