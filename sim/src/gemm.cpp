@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "enum_names.hpp"
+#include "exact_gemm.hpp"
 #include "limited_gemm.hpp"
 
 namespace lpx::sim {
@@ -48,6 +49,8 @@ GemmOrder gemm_order_by_name(std::string_view name) {
   throw std::invalid_argument(fmt::format("GEMM order '{}' is not fast or exact", name));
 }
 
+bool fast_gemm_is_exact() { return detail::exact_gemm_tiled(); }
+
 float round_to_mantissa(double x, int mantissa_bits) {
   if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
   return static_cast<float>(round_mantissa_bits(x, mantissa_bits));
@@ -63,7 +66,11 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
   // One chunk (attention's per-head products, small layers) runs without opening a
   // parallel region: on a busy machine a region per tiny GEMM costs far more than it gives.
-  if (acc.is_fp32() && order == GemmOrder::fast) {
+  //
+  // fast fp32: the exact order's register tiles where the CPU has FMA instructions (its
+  // fastest path, 3-5x Eigen's; so fast and exact give the same bits there), Eigen's
+  // blocked product elsewhere.
+  if (acc.is_fp32() && order == GemmOrder::fast && !detail::exact_gemm_tiled()) {
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t ci = 0; ci < chunks; ++ci) {
       const int64_t r0 = ci * kRowChunk;
@@ -99,6 +106,17 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   // is first copied to a (K, N) row-major array so that the loops run along rows of C
   // (every element's own sequence of roundings, in the same order, vectorized).
   const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
+  // exact fp32: register tiles where the target has FMA instructions (exact_gemm_hwy.cpp,
+  // which packs op(B) itself), else one fmaf per product along rows of C
+  if (acc.is_fp32() && detail::exact_gemm_tiled()) {
+    const std::vector<float> packed =
+        detail::exact_gemm_pack(b, tb == Trans::n ? n : 1, tb == Trans::n ? 1 : k, n, k);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t ci = 0; ci < chunks; ++ci)
+      detail::exact_gemm_rows(a, a_si, a_sk, packed.data(), c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n,
+                              k, accumulate);
+    return;
+  }
   std::vector<float> bt;
   const float* bk = b;  // (K, N) row-major
   if (tb == Trans::t) {

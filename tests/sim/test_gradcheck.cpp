@@ -428,16 +428,8 @@ void reference_exact_gemm(Trans ta, Trans tb, const float* a, const float* b, fl
 }
 }  // namespace
 
-TEST_CASE("the exact GEMM order is one fma per product in increasing k, on the CPU and in ordered_dot", "[gemm]") {
-  // one rounding per product: (1 + 2^-12)^2 - 1 keeps its 2^-24 term (a product rounded
-  // before its addition would lose it)
-  const float e = std::ldexp(1.0f, -12);
-  const float a2[2] = {1.0f, 1.0f + e}, b2[2] = {-1.0f, 1.0f + e};
-  float c = 0;
-  gemm(Trans::n, Trans::n, a2, b2, &c, 1, 1, 2, Accumulation{}, false, lpx::GemmOrder::exact);
-  CHECK(c == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
-  // every layout, ragged sizes past the 64-row chunks, accumulation
-  const int64_t m = 130, n = 70, k = 300;
+namespace {
+void check_exact_layouts(int64_t m, int64_t n, int64_t k, lpx::GemmOrder order, bool expect_equal) {
   std::vector<float> a(m * k), b(k * n), c0(m * n);
   for (size_t i = 0; i < a.size(); ++i) a[i] = std::ldexp(std::sin(1.3f * static_cast<float>(i)), static_cast<int>(i % 13) - 6);
   for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.7f * static_cast<float>(i));
@@ -446,10 +438,12 @@ TEST_CASE("the exact GEMM order is one fma per product in increasing k, on the C
     for (Trans tb : {Trans::n, Trans::t})
       for (bool acc : {false, true}) {
         INFO("ta " << int(ta) << " tb " << int(tb) << " acc " << acc);
+        INFO("m " << m << " n " << n << " k " << k << " order " << gemm_order_name(order));
         std::vector<float> got = c0, want = c0, dot = c0;
-        gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{}, acc, lpx::GemmOrder::exact);
+        gemm(ta, tb, a.data(), b.data(), got.data(), m, n, k, Accumulation{}, acc, order);
         reference_exact_gemm(ta, tb, a.data(), b.data(), want.data(), m, n, k, acc);
-        REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+        REQUIRE((std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0) == expect_equal);
+        if (!expect_equal) continue;
         // ordered_dot, the per-element rule the device kernel runs
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) {
@@ -461,6 +455,55 @@ TEST_CASE("the exact GEMM order is one fma per product in increasing k, on the C
         REQUIRE(std::memcmp(dot.data(), want.data(), dot.size() * sizeof(float)) == 0);
       }
 }
+}  // namespace
+
+TEST_CASE("the exact GEMM order is one fma per product in increasing k, on the CPU and in ordered_dot", "[gemm]") {
+  // one rounding per product: (1 + 2^-12)^2 - 1 keeps its 2^-24 term (a product rounded
+  // before its addition would lose it)
+  const float e = std::ldexp(1.0f, -12);
+  const float a2[2] = {1.0f, 1.0f + e}, b2[2] = {-1.0f, 1.0f + e};
+  float c = 0;
+  gemm(Trans::n, Trans::n, a2, b2, &c, 1, 1, 2, Accumulation{}, false, lpx::GemmOrder::exact);
+  CHECK(c == std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24));
+  // every layout, ragged sizes past the 64-row chunks, accumulation
+  check_exact_layouts(130, 70, 300, lpx::GemmOrder::exact, true);
+}
+
+TEST_CASE("the exact order's register tiles keep it on every SIMD target, and fast takes them there", "[gemm][simd]") {
+  // the tiles are compiled per Highway target (8 rows x 2 vectors of 16 on AVX-512, 4 x 2
+  // of 8 on AVX2; targets without FMA keep the fmaf loop); shapes that leave a partial
+  // vector, a single-vector panel, rows past the last whole tile, and k = 1
+  const auto targets = lpx::cast_testing::simd_targets();
+  REQUIRE(!targets.empty());
+  for (const auto& t : targets) {
+    lpx::cast_testing::force_simd_target(t.id);
+    INFO("forced target " << t.name);
+    check_exact_layouts(23, 41, 37, lpx::GemmOrder::exact, true);
+    check_exact_layouts(9, 16, 1, lpx::GemmOrder::exact, true);
+    check_exact_layouts(70, 3, 5, lpx::GemmOrder::exact, true);
+    // fast: the exact order's bits wherever the tiles run, Eigen's own order elsewhere
+    // (which these operands tell apart: sums of products with many significant bits)
+    check_exact_layouts(23, 41, 37, lpx::GemmOrder::fast, lpx::sim::fast_gemm_is_exact());
+  }
+  lpx::cast_testing::force_simd_target(0);
+}
+
+TEST_CASE("the exact order keeps Inf and NaN where the definition has them", "[gemm]") {
+  const int64_t m = 11, n = 37, k = 20;
+  std::vector<float> a(m * k), b(k * n);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(1.7f * static_cast<float>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.3f * static_cast<float>(i));
+  a[3 * k + 5] = std::numeric_limits<float>::infinity();   // row 3: every sum meets an infinite product
+  b[7 * n + 36] = std::numeric_limits<float>::quiet_NaN();  // column 36, in the partial vector
+  b[2 * n + 1] = std::numeric_limits<float>::max();         // column 1 overflows in some rows
+  std::vector<float> got(m * n), want(m * n);
+  gemm(Trans::n, Trans::n, a.data(), b.data(), got.data(), m, n, k, Accumulation{}, false, lpx::GemmOrder::exact);
+  reference_exact_gemm(Trans::n, Trans::n, a.data(), b.data(), want.data(), m, n, k, false);
+  CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+  CHECK(std::isnan(got[static_cast<size_t>(5 * n + 36)]));
+  CHECK(!std::isfinite(got[static_cast<size_t>(3 * n + 10)]));
+}
+
 
 TEST_CASE("ordered_dot's limited rule equals the limited accumulator's slow definition", "[gemm]") {
   const int64_t m = 40, n = 30, k = 260;

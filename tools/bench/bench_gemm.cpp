@@ -1,8 +1,10 @@
-// Google Benchmark driver for sim's GEMM orders (docs/kernels.md#ordered-gemms): Eigen's
-// float32 GEMM (fast), the exact fp32 order, the limited accumulator of the FP8 recipes
-// (14 mantissa bits, promotion every 128: fp8-blockwise's), and that accumulator's scalar
-// definition (ordered_dot per element), on one thread and scaled 8-bit operands. Compare
-// the items_per_second (multiply-adds per second) counters of one run.
+// Google Benchmark driver for sim's GEMM orders (docs/kernels.md#ordered-gemms): fast fp32
+// (the exact order's register tiles on a CPU with FMA, Eigen elsewhere) with B as stored
+// and transposed, the exact fp32 order, the limited accumulator of the FP8 recipes (14
+// mantissa bits, promotion every 128: fp8-blockwise's), that accumulator's scalar
+// definition (ordered_dot per element), and Eigen's float32 product on the same arrays as
+// the peer, on one thread and scaled 8-bit operands. Compare the items_per_second
+// (multiply-adds per second) counters of one run.
 //   lpx_bench_gemm [--benchmark_filter=REGEX]   (LPX_BENCH_GEMM=M,N,K, each in [1, 16384];
 //   default 256,512,512; a malformed value is one error line and exit 2)
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -68,11 +71,12 @@ Problem& problem() {
   return p;
 }
 
-void run_gemm(benchmark::State& st, lpx::Accumulation acc, lpx::GemmOrder order) {
+// tb = Trans::t reads p.b as an (N, K) array, as the layers' forward products do.
+void run_gemm(benchmark::State& st, lpx::Accumulation acc, lpx::GemmOrder order,
+              lpx::sim::Trans tb = lpx::sim::Trans::n) {
   auto& p = problem();
   for (auto _ : st) {
-    lpx::sim::gemm(lpx::sim::Trans::n, lpx::sim::Trans::n, p.a.data(), p.b.data(), p.c.data(), p.m, p.n, p.k, acc,
-                   false, order);
+    lpx::sim::gemm(lpx::sim::Trans::n, tb, p.a.data(), p.b.data(), p.c.data(), p.m, p.n, p.k, acc, false, order);
     benchmark::DoNotOptimize(p.c.data());
   }
   st.SetItemsProcessed(st.iterations() * p.macs());
@@ -91,9 +95,23 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   omp_set_num_threads(1);  // the loops, not the threading
   const lpx::Accumulation limited{true, 14, 128};
-  benchmark::RegisterBenchmark("gemm/fp32_fast_eigen",
+  benchmark::RegisterBenchmark("gemm/fp32_fast",
                                [](benchmark::State& st) { run_gemm(st, lpx::Accumulation{}, lpx::GemmOrder::fast); })
       ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("gemm/fp32_fast_b_transposed", [](benchmark::State& st) {
+    run_gemm(st, lpx::Accumulation{}, lpx::GemmOrder::fast, lpx::sim::Trans::t);
+  })->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("gemm/eigen_fp32_peer", [](benchmark::State& st) {
+    auto& p = problem();
+    using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    const Eigen::Map<const RowMat> a(p.a.data(), p.m, p.k), b(p.b.data(), p.k, p.n);
+    Eigen::Map<RowMat> c(p.c.data(), p.m, p.n);
+    for (auto _ : st) {
+      c.noalias() = a * b;
+      benchmark::DoNotOptimize(p.c.data());
+    }
+    st.SetItemsProcessed(st.iterations() * p.macs());
+  })->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("gemm/fp32_exact",
                                [](benchmark::State& st) { run_gemm(st, lpx::Accumulation{}, lpx::GemmOrder::exact); })
       ->Unit(benchmark::kMillisecond);

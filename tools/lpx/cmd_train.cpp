@@ -301,7 +301,8 @@ const bool registered = register_command(90, [](CLI::App& app) {
                   "cpu (default) | gpu: run the recipe's quantizers and the GEMMs with the CUDA kernels "
                   "(layers and optimizer stay on the CPU)");
   cmd->add_option("--gemm", a->gemm,
-                  "fast (default: Eigen on the CPU, cuBLASLt on the GPU) | exact: one reduction order on "
+                  "fast (default: the CPU's fastest product, the exact order where it has FMA; cuBLASLt on "
+                  "the GPU) | exact: one reduction order on "
                   "both, so CPU and GPU losses are the same bit for bit (docs/kernels.md#ordered-gemms)")
       ->check(CLI::IsMember({"fast", "exact"}));
   cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");

@@ -2,11 +2,14 @@
 //
 // Every GEMM is C (M,N) = sum_k A(i,k) B(k,j) over row-major float32 arrays, with A and B
 // possibly transposed in memory, in one of two orders (lpx train --gemm):
-//   fast   fp32 accumulation on Eigen in fixed chunks of kRowChunk rows of C, one Eigen
-//          call per chunk (Eigen's own threading is off): the chunks are spread over
+//   fast   the CPU's fastest fp32 product. Where the CPU has FMA instructions (AVX2,
+//          AVX-512) that is the exact order below, run in register tiles
+//          (src/exact_gemm_hwy.cpp, 4-5x Eigen's product as sim compiles it), so fast and
+//          exact give the same bits there. Elsewhere it is Eigen, whose order is its own
+//          (a device GEMM cannot reproduce it). Either way C is computed in fixed chunks of
+//          kRowChunk rows (Eigen's own threading is off): the chunks are spread over
 //          OpenMP threads, but each chunk's arithmetic is the same whatever the thread
-//          count, so results are bit-identical with 1 or 2 or 16 threads. Eigen's order
-//          is its own: a device GEMM cannot reproduce it.
+//          count, so results are bit-identical with 1 or 2 or 16 threads.
 //   exact  numerics/ordered_sum.hpp's order: each element summed in increasing k with one
 //          FMA per product, so that the device's ordered kernel (kernels/gemm.hpp,
 //          gemm_f32_device) gives the same bits and CPU and GPU runs can be compared
@@ -47,8 +50,14 @@ GemmOrder gemm_order_by_name(std::string_view);  // throws std::invalid_argument
 enum class Trans : uint8_t { n, t };
 // C (M,N) (+)= op(A) op(B), op(A) (M,K), op(B) (K,N). A is stored (M,K) for Trans::n and
 // (K,M) for Trans::t; B is stored (K,N) for Trans::n and (N,K) for Trans::t.
+// GemmOrder::fast with fp32 accumulation runs the CPU's fastest product: the exact order's
+// register tiles where the CPU has FMA instructions (so fast and exact give the same bits
+// there), Eigen's blocked product elsewhere (docs/kernels.md#ordered-gemms).
 void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
           int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order = GemmOrder::fast);
+
+// Whether gemm()'s fast fp32 order is the exact order on this CPU (it has FMA instructions).
+bool fast_gemm_is_exact();
 
 // Another executor of gemm() (sim's device backend, for lpx train --device gpu). With
 // GemmOrder::exact or limited accumulation it must give gemm()'s bits; with fast fp32

@@ -47,9 +47,9 @@ struct TrainConfig {
   float clip = 1.0f;         // global gradient-norm clipping; 0 disables
   int64_t stats_every = 1;   // per-operand quantizer statistics every N steps (rows are NaN between)
   Device device = Device::cpu;  // where the quantizers and GEMMs run (device.hpp)
-  // The GEMMs' reduction order (sim/gemm.hpp): fast (Eigen on the CPU, cuBLASLt on the
-  // GPU) or exact (one order on both, so a CPU and a GPU run give the same losses bit
-  // for bit).
+  // The GEMMs' reduction order (sim/gemm.hpp): fast (the CPU's fastest product, which is
+  // the exact order wherever the CPU has FMA; cuBLASLt on the GPU) or exact (one order on
+  // both, so a CPU and a GPU run give the same losses bit for bit).
   GemmOrder gemm = GemmOrder::fast;
   // Instability mechanisms (docs/recipes.md#instability-mechanisms); the defaults change
   // nothing.
