@@ -111,6 +111,50 @@ TEST_CASE("elementwise activations: gelu, relu, swiglu in double", "[gradcheck]"
   }
 }
 
+TEST_CASE("float32 GELU and its derivative stay within a few ulp of double, tails included", "[gradcheck]") {
+  // The float path (sim/src/activations.cpp) writes the tanh approximation as
+  // x sigmoid(2u) with an exp of its own. Reference: the same function in double,
+  // through std::exp. The bound grows with |u| because u itself is rounded to float32
+  // before the exp (u = s (x + c x^3) carries a few ulp of its own, and each ulp of u moves
+  // exp(-2u) by 2|u| ulp); below 1e-30 (past
+  // x = -10, where float32 has only subnormals or 0) the error is taken as absolute. 1 + tanhf(u),
+  // the earlier float formula, misses it by orders of magnitude in the negative tail
+  // (cancellation: 2e-4 relative at x = -5).
+  const double s = 0.7978845608028654, c = 0.044715, ulp = std::ldexp(1.0, -24);
+  std::vector<float> x;
+  for (int i = -12000; i <= 12000; ++i) x.push_back(static_cast<float>(i) * 1e-3f);
+  for (float v : {1e-30f, -1e-30f, 3e-8f, -3e-8f, 0.0f, -0.0f, 20.0f, -12.5f}) x.push_back(v);
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<float> y(x.size()), dx(x.size(), 0.0f), ones(x.size(), 1.0f);
+  L::gelu_forward(y.data(), x.data(), n);
+  L::gelu_backward(dx.data(), x.data(), ones.data(), n);
+  double worst_y = 0, worst_dx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xd = x[i], u = s * (xd + c * xd * xd * xd), g = 1.0 / (1.0 + std::exp(-2.0 * u));
+    const double want_y = xd * g;
+    const double slope = xd * g * (1.0 - g) * 2.0 * s * (1.0 + 3.0 * c * xd * xd), want_dx = g + slope;
+    const double allowed = (16.0 + 8.0 * std::fabs(u)) * ulp;
+    const double err_y = std::fabs(y[i] - want_y) / std::max(std::fabs(want_y), 1e-30);
+    // the derivative crosses 0 near x = -0.75: measured against the size of its two terms
+    const double err_dx = std::fabs(dx[i] - want_dx) / std::max(std::fabs(g) + std::fabs(slope), 1e-30);
+    INFO("x " << x[i] << " y " << y[i] << " want " << want_y << " dx " << dx[i] << " want " << want_dx);
+    REQUIRE(err_y <= allowed);
+    REQUIRE(err_dx <= allowed);
+    worst_y = std::max(worst_y, err_y / ulp);
+    worst_dx = std::max(worst_dx, err_dx / ulp);
+  }
+  WARN("largest errors in units of 2^-24: GELU " << worst_y << ", derivative " << worst_dx);
+  // non-finite inputs
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const float special[2] = {inf, nan};
+  float out[2], grad[2] = {0, 0}, one[2] = {1, 1};
+  L::gelu_forward(out, special, 2);
+  L::gelu_backward(grad, special, one, 2);
+  CHECK(out[0] == inf);
+  CHECK(std::isnan(out[1]));
+  CHECK(std::isnan(grad[1]));
+}
+
 TEST_CASE("embedding: dwte, dwpe in double", "[gradcheck]") {
   const int64_t b = 2, t = 3, c = 4, v = 5;
   const std::vector<int32_t> tok{1, 4, 1, 0, 2, 4};
