@@ -132,12 +132,13 @@ HWY_INLINE bool AnyMidpoint(const Rounding& r, VU u) {
 // (tracked in `range` when kTiny).
 //   kSplit: s is rounded by Veltkamp's splitting, hi = g + (s - g) with g = (2^drop + 1) s,
 //     three float operations instead of five integer ones. For every float32 s that is
-//     normal, not a midpoint and with g finite, hi is s rounded to nearest with mb + 1
-//     significant bits, the same bits as RoundBits (checked over every normal float of
+//     normal and with g finite, hi is s rounded to nearest even with mb + 1 significant
+//     bits, the same bits as RoundBits, ties included (checked over every normal float of
 //     both signs for each drop 1..22 by the hidden test "[.exhaustive]" in
-//     tests/sim/test_gradcheck.cpp; ties may go either way, which is why midpoints still
-//     take Midpoints). Where g overflows, hi is NaN; Tiles sees the non-finite total and
-//     reruns the tile with kSplit off.
+//     tests/sim/test_gradcheck.cpp). Midpoints still take Midpoints, not for the tie but
+//     because s may be an inexact sum, whose dropped bits decide the direction; telling
+//     exact sums apart would cost more than the branch. Where g overflows, hi is NaN;
+//     Tiles sees the non-finite total and reruns the tile with kSplit off.
 //   otherwise: RoundBits, exact for every s including Inf and NaN.
 template <bool kTiny, bool kSplit>
 HWY_INLINE VF Step(const Rounding& r, Range& range, VF partial, float av, VF b) {
