@@ -68,7 +68,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   // parallel region: on a busy machine a region per tiny GEMM costs far more than it gives.
   //
   // fast fp32: the exact order's register tiles where the CPU has FMA instructions (its
-  // fastest path, 3-5x Eigen's; so fast and exact give the same bits there), Eigen's
+  // fastest path, about 5x Eigen's; so fast and exact give the same bits there), Eigen's
   // blocked product elsewhere.
   if (acc.is_fp32() && order == GemmOrder::fast && !detail::exact_gemm_tiled()) {
 #pragma omp parallel for schedule(static) if (chunks > 1)

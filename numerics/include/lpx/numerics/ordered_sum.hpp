@@ -25,7 +25,8 @@
 
 namespace lpx {
 
-// fast: the library's own order (Eigen, cuBLASLt); exact: the order above.
+// fast: the executor's fastest fp32 product (cuBLASLt; on the CPU the exact order's
+// register tiles where it has FMA, Eigen elsewhere: sim/gemm.hpp); exact: the order above.
 enum class GemmOrder : uint8_t { fast, exact };
 
 struct LimitedSum {

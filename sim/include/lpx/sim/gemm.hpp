@@ -4,7 +4,7 @@
 // possibly transposed in memory, in one of two orders (lpx train --gemm):
 //   fast   the CPU's fastest fp32 product. Where the CPU has FMA instructions (AVX2,
 //          AVX-512) that is the exact order below, run in register tiles
-//          (src/exact_gemm_hwy.cpp, 4-5x Eigen's product as sim compiles it), so fast and
+//          (src/exact_gemm_hwy.cpp, 4.6-5.9x Eigen's product as sim compiled it), so fast and
 //          exact give the same bits there. Elsewhere it is Eigen, whose order is its own
 //          (a device GEMM cannot reproduce it). Either way C is computed in fixed chunks of
 //          kRowChunk rows (Eigen's own threading is off): the chunks are spread over
