@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -37,6 +38,20 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     float* __restrict pt, const float* __restrict brow, float av, int64_t n) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) pt[j] = std::fma(av, brow[j], pt[j]);
+}
+
+// The largest finite |x[i]| (0 when there is none). Branch-free so that it vectorizes:
+// |NaN| and |Inf| fail `v <= FLT_MAX` and leave the running max alone. max is exact and
+// order-free, so every clone returns the same value.
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float finite_amax(
+    const float* __restrict x, int64_t n) {
+  float m = 0.0f;
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::fabs(x[i]);
+    m = std::max(m, v <= std::numeric_limits<float>::max() ? v : 0.0f);
+  }
+  return m;
 }
 }  // namespace
 
@@ -167,10 +182,7 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
   const float* result = in;
   if (const AmaxHistory* h = q_.history(r); h && h->size() > 0) {
     // the scale comes from the history's amax (before this call pushes its own)
-    float current = 0;
-    const int64_t n = rows * cols;
-    for (int64_t i = 0; i < n; ++i)
-      if (std::isfinite(in[i])) current = std::max(current, std::fabs(in[i]));
+    const float current = finite_amax(in, rows * cols);
     const double scale_amax = h->amax();
     if (scale_amax > 0) {
       const double ratio = static_cast<double>(current) / scale_amax;

@@ -349,3 +349,24 @@ TEST_CASE("operand stats: amax, SQNR and flushed share over the finite inputs, a
   CHECK(std::isinf(si.sqnr_db));
   CHECK(si.flushed_pct == 0);
 }
+
+TEST_CASE("operand stats: a BF16 role counts the finite inputs its cast turned into Inf", "[recipes]") {
+  // 1003 elements (a partial vector at the end); overflows scattered, the last element
+  // among them, beside NaN and Inf inputs that are not counted
+  const int64_t rows = 17, cols = 59;
+  auto x = random_matrix(rows, cols, 23);
+  const float past_bf16 = 3.399e38f;  // above BF16's largest finite value: RNE gives Inf
+  for (size_t i = 4; i < x.size(); i += 97) x[i] = (i % 2 ? -1 : 1) * past_bf16;
+  x.back() = past_bf16;
+  x[5] = NAN;
+  x[6] = INFINITY;
+  x[7] = 3.38e38f;  // rounds down to BF16's largest finite value
+  OperandQuantizer q(recipe_by_name("bf16"), kLayer, 1);
+  OperandStats st;
+  const auto y = run(q, GemmRole::fwd_x, x, rows, cols, 0, &st);
+  int64_t overflowed = 0;
+  for (size_t i = 0; i < x.size(); ++i) overflowed += std::isfinite(x[i]) && std::isinf(y[i]);
+  REQUIRE(overflowed == 12);  // 11 scattered and the last
+  CHECK(std::isfinite(y[7]));
+  CHECK(st.saturated_pct == Approx(100.0 * 12 / static_cast<double>(x.size())).epsilon(1e-15));
+}

@@ -6,7 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <vector>
 
+#include "lpx/recipes/recipe.hpp"
+#include "lpx/sim/gemm.hpp"
 #include "lpx/sim/trainer.hpp"
 #include "train_helpers.hpp"
 
@@ -119,4 +122,26 @@ TEST_CASE("plain BF16 master weights lose small updates that fp32 and SR master 
   // RNE rounds nearly every update away: the weights (and the update ratio) stand still
   CHECK(rne.back().update_ratio < 0.1 * fp32.back().update_ratio);
   CHECK(sr.back().update_ratio > 0.3 * fp32.back().update_ratio);
+}
+
+TEST_CASE("amax_staleness is the largest finite |x| over the history's amax, NaN and Inf left out") {
+  // fwd_x of fp8-delayed keeps an amax history; the weights are small and ordinary.
+  QuantGemms g(lpx::OperandQuantizer(lpx::recipe_by_name("fp8-delayed"),
+                                     lpx::LayerInfo{0, 1, lpx::LayerInfo::linear, "l"}, 0),
+               lpx::Accumulation{});
+  g.probe_outliers = false;
+  const int64_t m = 5, n = 3, k = 37;  // 185 elements: not a whole number of vectors
+  std::vector<float> x(static_cast<size_t>(m * k)), w(static_cast<size_t>(n * k), 0.25f),
+      y(static_cast<size_t>(m * n));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+  x[100] = -2.0f;  // step 0's amax: the history holds 2 from here on
+  g.forward(x.data(), w.data(), nullptr, y.data(), m, n, k, 0, false);
+  CHECK(std::isnan(g.probes.amax_staleness));  // an empty history chose no scale
+  x[100] = 0.0f;
+  x[184] = -7.0f;  // the last element, in the partial vector
+  x[3] = NAN;
+  x[50] = -INFINITY;
+  g.reset_probes();
+  g.forward(x.data(), w.data(), nullptr, y.data(), m, n, k, 1, false);
+  CHECK(g.probes.amax_staleness == 3.5);
 }
