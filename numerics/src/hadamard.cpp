@@ -66,15 +66,15 @@ typedef float F8 __attribute__((vector_size(32)));
 
 // Every block of N along each row, N in {8, ..., 128}.
 template <int N>
-[[gnu::always_inline]] inline void rows_n(float* data, int64_t rows, int64_t cols, const float* signs,
-                                          double scale) {
+[[gnu::always_inline]] inline void rows_n(const float* src, float* dst, int64_t rows, int64_t cols,
+                                          const float* signs, double scale) {
   constexpr int M = N / 8;
   D8 sg[M];
   for (int q = 0; q < M; ++q)
     for (int l = 0; l < 8; ++l) sg[q][l] = signs ? static_cast<double>(signs[8 * q + l]) : 1.0;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; c += N) {
-      float* p = data + r * cols + c;
+      const float* p = src + r * cols + c;
       D8 v[M];
       for (int q = 0; q < M; ++q) {
         load8(v[q], p + 8 * q);
@@ -82,33 +82,38 @@ template <int N>
         lane_stages(v[q]);
       }
       vector_stages(v, M);
-      for (int q = 0; q < M; ++q) store8(p + 8 * q, v[q], scale);
+      for (int q = 0; q < M; ++q) store8(dst + r * cols + c + 8 * q, v[q], scale);
     }
 }
 
 // Rows [r0, r1), every block along each.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void blocks_along_rows(
-    float* data, int64_t r0, int64_t r1, int64_t cols, int n, const float* signs, double scale) {
-  float* first = data + r0 * cols;
+    const float* src, float* dst, int64_t r0, int64_t r1, int64_t cols, int n, const float* signs,
+    double scale) {
+  const float* first = src + r0 * cols;
+  float* first_out = dst + r0 * cols;
   const int64_t rows = r1 - r0;
   switch (n) {
-    case 8: return rows_n<8>(first, rows, cols, signs, scale);
-    case 16: return rows_n<16>(first, rows, cols, signs, scale);
-    case 32: return rows_n<32>(first, rows, cols, signs, scale);
-    case 64: return rows_n<64>(first, rows, cols, signs, scale);
-    case 128: return rows_n<128>(first, rows, cols, signs, scale);
+    case 8: return rows_n<8>(first, first_out, rows, cols, signs, scale);
+    case 16: return rows_n<16>(first, first_out, rows, cols, signs, scale);
+    case 32: return rows_n<32>(first, first_out, rows, cols, signs, scale);
+    case 64: return rows_n<64>(first, first_out, rows, cols, signs, scale);
+    case 128: return rows_n<128>(first, first_out, rows, cols, signs, scale);
     default:
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; c += n) hadamard_row(first + r * cols + c, first + r * cols + c, n, signs);
+        for (int64_t c = 0; c < cols; c += n)
+          hadamard_row(first + r * cols + c, first_out + r * cols + c, n, signs);
   }
 }
 
 // Columns [c0, c1) of every block down the columns; c0 a multiple of 8.
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void blocks_down_columns(
-    float* data, int64_t rows, int64_t cols, int64_t c0, int64_t c1, int n, const float* signs, double scale) {
+    const float* src, float* dst, int64_t rows, int64_t cols, int64_t c0, int64_t c1, int n,
+    const float* signs, double scale) {
   const int64_t vec_cols = c1 - (c1 - c0) % 8;
   for (int64_t r0 = 0; r0 < rows; r0 += n) {
-    float* p = data + r0 * cols;
+    const float* p = src + r0 * cols;
+    float* q = dst + r0 * cols;
     for (int64_t c = c0; c < vec_cols; c += 8) {
       D8 v[kMaxHadamardRow];
       for (int i = 0; i < n; ++i) {
@@ -116,13 +121,13 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
         v[i] *= signs ? static_cast<double>(signs[i]) : 1.0;
       }
       vector_stages(v, n);
-      for (int i = 0; i < n; ++i) store8(p + i * cols + c, v[i], scale);
+      for (int i = 0; i < n; ++i) store8(q + i * cols + c, v[i], scale);
     }
     for (int64_t c = vec_cols; c < c1; ++c) {
       float col[kMaxHadamardRow];
       for (int i = 0; i < n; ++i) col[i] = p[i * cols + c];
       hadamard_row(col, col, n, signs);
-      for (int i = 0; i < n; ++i) p[i * cols + c] = col[i];
+      for (int i = 0; i < n; ++i) q[i * cols + c] = col[i];
     }
   }
 }
@@ -130,6 +135,11 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 }  // namespace
 
 void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n, std::span<const float> signs) {
+  hadamard_blocks(data, data, rows, cols, axis, n, signs);
+}
+
+void hadamard_blocks(const float* in, float* out, int64_t rows, int64_t cols, int axis, int n,
+                     std::span<const float> signs) {
   if (!is_power_of_two(n) || n > kMaxHadamardRow)
     throw std::invalid_argument("hadamard_blocks: size " + std::to_string(n) + " is not a power of two <= 128");
   if (axis != 0 && axis != 1)
@@ -153,13 +163,13 @@ void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n, s
     const int64_t pieces = (rows + kRows - 1) / kRows;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < pieces; ++i)
-      blocks_along_rows(data, i * kRows, std::min(rows, (i + 1) * kRows), cols, n, s, scale);
+      blocks_along_rows(in, out, i * kRows, std::min(rows, (i + 1) * kRows), cols, n, s, scale);
   } else {
     constexpr int64_t kCols = 64;
     const int64_t pieces = (cols + kCols - 1) / kCols;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < pieces; ++i)
-      blocks_down_columns(data, rows, cols, i * kCols, std::min(cols, (i + 1) * kCols), n, s, scale);
+      blocks_down_columns(in, out, rows, cols, i * kCols, std::min(cols, (i + 1) * kCols), n, s, scale);
   }
 }
 

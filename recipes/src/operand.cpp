@@ -264,7 +264,6 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
 
   // 1. The quantizer's input v: the operand, transformed when the role says so. v must not
   //    alias out when a quantizer follows (quantize/cast do not promise in == out).
-  std::vector<float> buffer;
   const float* v = in;
   // A reduction extent that is not a multiple of the transform size (a 10-class head, say)
   // gets no transform. Both operands of a GEMM share the reduction extent, so they skip
@@ -284,28 +283,27 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   }
   if (transformed) {
     const std::vector<float> sg = signs(role, step);
-    if (s.kind == RoleSpec::Kind::fp32) {
-      if (out != in) std::memcpy(out, in, count * sizeof(float));
-      try {
-        if (backend_) backend_->hadamard(out, rows, cols, axis, s.transform.size, sg);
-        else hadamard_blocks(out, rows, cols, axis, s.transform.size, sg);
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
-      }
-      v = out;
-    } else {
-      buffer.assign(in, in + n);
-      try {
-        if (backend_) backend_->hadamard(buffer.data(), rows, cols, axis, s.transform.size, sg);
-        else hadamard_blocks(buffer.data(), rows, cols, axis, s.transform.size, sg);
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
-      }
-      v = buffer.data();
+    // An fp32 role's result is the transform itself, written to out; a quantizer reads
+    // it from scratch_ (it may not alias out).
+    float* t = out;
+    if (s.kind != RoleSpec::Kind::fp32) {
+      scratch_.resize(count);
+      t = scratch_.data();
     }
+    try {
+      if (backend_) {
+        if (t != in) std::memcpy(t, in, count * sizeof(float));
+        backend_->hadamard(t, rows, cols, axis, s.transform.size, sg);
+      } else {
+        hadamard_blocks(in, t, rows, cols, axis, s.transform.size, sg);
+      }
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
+    }
+    v = t;
   } else if (s.kind != RoleSpec::Kind::fp32 && in == out) {
-    buffer.assign(in, in + n);
-    v = buffer.data();
+    scratch_.assign(in, in + n);
+    v = scratch_.data();
   }
 
   // 2. Quantize v into out.

@@ -2,6 +2,7 @@
 // blocked application along either axis of a row-major matrix.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -166,7 +167,8 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
     }
   // Column counts that leave a partial group of lanes (down columns, hadamard_blocks
   // transforms 8 neighbouring columns at a time), every size (blocks shorter than 8 along
-  // rows take hadamard_row itself), with and without signs, values over many binades.
+  // rows take hadamard_row itself), with and without signs, in place and from one array
+  // into another, values over many binades.
   for (int n : {1, 2, 4, 8, 16, 32, 64, 128}) {
     for (const auto& [nr, nc] : {std::pair<int64_t, int64_t>{n * 2, 13}, {11, n}, {n, 3}}) {
       INFO("n " << n << " rows " << nr << " cols " << nc);
@@ -176,19 +178,28 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
       const auto sn = lpx::hadamard_signs(n, 5, 7);
       for (int axis : {0, 1}) {
         if ((axis == 0 ? nr : nc) % n != 0) continue;
-        for (bool with_signs : {true, false}) {
-          auto got = x;
-          lpx::hadamard_blocks(got.data(), nr, nc, axis, n, with_signs ? std::span<const float>(sn) : std::span<const float>());
-          const int64_t lines = axis == 1 ? nr : nc, len = axis == 1 ? nc : nr;
-          for (int64_t a = 0; a < lines; ++a)
-            for (int64_t b0 = 0; b0 < len; b0 += n) {
-              float in[128], want[128];
-              for (int k = 0; k < n; ++k) in[k] = x[static_cast<size_t>(axis == 1 ? a * nc + b0 + k : (b0 + k) * nc + a)];
-              lpx::hadamard_row(in, want, n, with_signs ? sn.data() : nullptr);
-              for (int k = 0; k < n; ++k)
-                REQUIRE(got[static_cast<size_t>(axis == 1 ? a * nc + b0 + k : (b0 + k) * nc + a)] == want[k]);
+        for (bool with_signs : {true, false})
+          for (bool in_place : {true, false}) {
+            const auto sg = with_signs ? std::span<const float>(sn) : std::span<const float>();
+            auto got = x;
+            if (in_place) {
+              lpx::hadamard_blocks(got.data(), nr, nc, axis, n, sg);
+            } else {  // from x into a different array: x must stay as it was
+              std::fill(got.begin(), got.end(), 0.0f);
+              const auto kept = x;
+              lpx::hadamard_blocks(x.data(), got.data(), nr, nc, axis, n, sg);
+              REQUIRE(x == kept);
             }
-        }
+            const int64_t lines = axis == 1 ? nr : nc, len = axis == 1 ? nc : nr;
+            for (int64_t a = 0; a < lines; ++a)
+              for (int64_t b0 = 0; b0 < len; b0 += n) {
+                float in[128], want[128];
+                for (int k = 0; k < n; ++k) in[k] = x[static_cast<size_t>(axis == 1 ? a * nc + b0 + k : (b0 + k) * nc + a)];
+                lpx::hadamard_row(in, want, n, with_signs ? sn.data() : nullptr);
+                for (int k = 0; k < n; ++k)
+                  REQUIRE(got[static_cast<size_t>(axis == 1 ? a * nc + b0 + k : (b0 + k) * nc + a)] == want[k]);
+              }
+          }
       }
     }
   }

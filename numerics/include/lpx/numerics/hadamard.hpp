@@ -111,5 +111,10 @@ LPX_HD inline void hadamard_row(const float* x, float* y, int n, const float* si
 // be a multiple of n and n a power of two <= 128 (std::invalid_argument otherwise).
 // numerics/src/hadamard.cpp runs hadamard_row's arithmetic in SIMD lanes: the same bits.
 void hadamard_blocks(float* data, int64_t rows, int64_t cols, int axis, int n, std::span<const float> signs);
+// The same transform read from `in` and written to `out` (rows x cols each; they may be
+// the same array, not partly overlapping ones): saves the copy a caller that keeps its
+// input would make first.
+void hadamard_blocks(const float* in, float* out, int64_t rows, int64_t cols, int axis, int n,
+                     std::span<const float> signs);
 
 }  // namespace lpx

@@ -192,6 +192,9 @@ class OperandQuantizer {
   uint64_t seed_;
   bool high_precision_;
   std::shared_ptr<OperandBackend> backend_;
+  // The transformed (or, when in == out, copied) operand apply() quantizes from: kept
+  // between calls so that a step's operands reuse one allocation.
+  std::vector<float> scratch_;
 };
 
 }  // namespace lpx
