@@ -151,8 +151,14 @@ const std::vector<std::string>& detector_names() {
   return names;
 }
 
+const std::vector<std::string>& default_detectors() {
+  static const std::vector<std::string> names{"nonfinite", "attn_logit", "loss_rise", "update_size"};
+  return names;
+}
+
 std::vector<std::string> parse_detector_list(const std::string& list) {
-  if (list.empty() || list == "all") return detector_names();
+  if (list.empty() || list == "default") return default_detectors();
+  if (list == "all") return detector_names();
   std::vector<std::string> out;
   size_t p = 0;
   while (p <= list.size()) {

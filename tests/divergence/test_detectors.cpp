@@ -354,8 +354,10 @@ TEST_CASE("update_size flags a step that moves the weights by a large fraction o
   CHECK(std::count_if(f.begin(), f.end(), [](const Flag& y) { return y.detector == "update_size"; }) == 1);
 }
 
-TEST_CASE("detector lists: names, 'all', unknown names") {
-  CHECK(parse_detector_list("").size() == detector_names().size());
+TEST_CASE("detector lists: names, the default set, 'all', unknown names") {
+  CHECK(parse_detector_list("") == default_detectors());
+  CHECK(parse_detector_list("default") == default_detectors());
+  CHECK(default_detectors() == std::vector<std::string>{"nonfinite", "attn_logit", "loss_rise", "update_size"});
   CHECK(parse_detector_list("all") == detector_names());
   CHECK(parse_detector_list("attn_logit,nonfinite") == std::vector<std::string>{"attn_logit", "nonfinite"});
   CHECK_THROWS_WITH(parse_detector_list("nonfinite,bogus"), Catch::Contains("unknown detector 'bogus'"));

@@ -74,13 +74,14 @@ TEST_CASE("thresholds files: unknown keys and wrong types are one line each") {
 TEST_CASE("online and offline detection agree on a run with the new detectors; --stop-on-divergence stops at the first flag") {
   TempDir dir;
   // an activation outlier under FP8 delayed scaling: amax_staleness (a new detector) fires at
-  // the injection step
+  // the injection step. It is not in the default set (detectors.hpp, default_detectors), so
+  // every detector is asked for.
   const std::string common = "train --model mlp --steps 40 --hidden 32 --batch 16 --threads 1 --recipe fp8-delayed "
                              "--inject activation --inject-step 30 --inject-layer fc1 --inject-magnitude 100 ";
   std::filesystem::create_directories(dir / "full");
   const CliResult full = run_lpx(common + "--out " + (dir / "full" / "run.h5").string(), dir);
   REQUIRE(full.status == 0);
-  const CliResult rep = run_lpx("report " + (dir / "full").string() + " --format json", dir);
+  const CliResult rep = run_lpx("report " + (dir / "full").string() + " --format json --detectors all", dir);
   REQUIRE(rep.status == 0);
   const auto j = nlohmann::json::parse(rep.out)["runs"];
   REQUIRE(j.size() == 1);
@@ -90,7 +91,7 @@ TEST_CASE("online and offline detection agree on a run with the new detectors; -
   CHECK(first == 30);
   // the outlier raises loss_spike and amax_staleness (a new detector) in the same step
   CHECK((det == "loss_spike" || det == "amax_staleness"));
-  const CliResult stop = run_lpx(common + "--stop-on-divergence --out " + (dir / "stop.h5").string(), dir);
+  const CliResult stop = run_lpx(common + "--stop-on-divergence --detectors all --out " + (dir / "stop.h5").string(), dir);
   REQUIRE(stop.status == 0);
   CHECK_THAT(stop.out, Catch::Contains("stopped at step " + std::to_string(first + 1) + " of 40: step " +
                                        std::to_string(first) + ": " + det));

@@ -337,7 +337,7 @@ const bool registered = register_command(90, [](CLI::App& app) {
                 "End the run (after a checkpoint) at the first online divergence flag");
   cmd->add_option("--thresholds", a->thresholds, "JSON file of divergence thresholds (with --stop-on-divergence)");
   cmd->add_option("--detectors", a->detectors,
-                  "Comma-separated detectors that may stop the run (with --stop-on-divergence; default all)");
+                  "Comma-separated detectors that may stop the run, or all (with --stop-on-divergence; default: nonfinite,attn_logit,loss_rise,update_size)");
   // Instability mechanisms (README "Divergence detection", docs/recipes.md#instability-mechanisms)
   cmd->add_flag("--qk-norm", a->qk_norm, "gpt: normalize queries and keys per head (bounds attention logits)");
   cmd->add_option("--z-loss", a->z_loss, "Add COEF * log(Z)^2 per row to the objective (keeps output logits bounded)")
