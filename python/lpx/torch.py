@@ -173,9 +173,10 @@ class RecipeHandle:
 
     STATE_VERSION = 1
 
-    def __init__(self, model, recipe, seed, log, thresholds):
+    def __init__(self, model, recipe, seed, log, thresholds, detectors):
         self.model = model
         self.thresholds = thresholds
+        self.detectors = detectors
         self.flags = []
         self.recipe_source = recipe
         self.recipe_json = _recipes.show(recipe)
@@ -190,7 +191,8 @@ class RecipeHandle:
         self._t0 = time.perf_counter()
 
     def _open_log(self, model_name):
-        self._monitor = _core.Monitor([l.layer_name for l in self.layers], self.thresholds or "")
+        self._monitor = _core.Monitor([l.layer_name for l in self.layers], self.thresholds or "",
+                                     self.detectors)
         if self.log_path is None:
             return
         header = {"model": model_name, "recipe": self.recipe, "recipe_json": self.recipe_json,
@@ -275,7 +277,8 @@ class RecipeHandle:
         for l in self.layers:
             for r, values in enumerate(state["histories"][l.layer_name]):
                 l.quantizer.restore_history(r, [float(v) for v in values])
-        self._monitor = _core.Monitor([l.layer_name for l in self.layers], self.thresholds or "")
+        self._monitor = _core.Monitor([l.layer_name for l in self.layers], self.thresholds or "",
+                                     self.detectors)
         self.flags = []
         for a in state["observed"]:
             args = (int(a[0]), *map(float, a[1:6]), [float(v) for v in a[6]], [float(v) for v in a[7]])
@@ -293,7 +296,8 @@ class RecipeHandle:
             self._writer = None
 
 
-def apply_recipe(model, recipe, seed=0, log=None, head="last", model_name="torch", thresholds=None):
+def apply_recipe(model, recipe, seed=0, log=None, head="last", model_name="torch", thresholds=None,
+                 detectors=None):
     """Replaces every nn.Linear of `model` (in named_modules() order) by an LpxLinear
     quantizing its GEMM operands as `recipe` (a catalogue name or a .json file) says, and
     returns a RecipeHandle.
@@ -305,13 +309,19 @@ def apply_recipe(model, recipe, seed=0, log=None, head="last", model_name="torch
     head; or a module path) and "linear" otherwise. seed: the run seed of the SR keys and
     RHT signs. log: a path to write the HDF5 run log (runlog/, readable by `lpx report`
     and lpx.runs.load). thresholds: the detectors' thresholds as JSON text (the format of
-    `lpx report --thresholds`; default the built-in ones).
+    `lpx report --thresholds`; default the built-in ones). detectors: the detectors whose
+    flags step() returns, as `lpx train --detectors`: None for the default four (nonfinite,
+    attn_logit, loss_rise, update_size), "all", or names (a list or a comma-separated str).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")
     from ._arrays import int_arg, UINT64_MAX
     seed = int_arg("seed", seed, 0, UINT64_MAX)
-    handle = RecipeHandle(model, recipe, seed, log, thresholds)
+    if detectors is None:
+        detectors = ""
+    elif not isinstance(detectors, str):
+        detectors = ",".join(detectors)
+    handle = RecipeHandle(model, recipe, seed, log, thresholds, detectors)
     linears = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not linears:
         raise ValueError("the model has no nn.Linear modules")

@@ -803,11 +803,13 @@ class RunWriter {
 // `lpx train` feeds them.
 class Monitor {
  public:
-  Monitor(const std::vector<std::string>& layers, const std::string& thresholds_json)
+  // detectors: as `lpx train --detectors` ("" the default set, "all", or a list).
+  Monitor(const std::vector<std::string>& layers, const std::string& thresholds_json, const std::string& detectors)
       : layers_(layers.size()),
         m_(thresholds_json.empty() ? lpx::divergence::Thresholds{}
                                    : lpx::divergence::Thresholds::from_json(thresholds_json),
-           layers, roles()) {}
+           layers, roles()),
+        enabled_(lpx::divergence::parse_detector_list(detectors)) {}
   // flushed / saturated: (layers x 6) percentages of this step, or empty (not collected).
   py::list observe(int64_t step, double loss, double grad_norm, double update_ratio, double lr,
                    double adam_rms, const std::vector<float>& flushed, const std::vector<float>& saturated) {
@@ -826,7 +828,7 @@ class Monitor {
       r.saturated_pct = saturated.data();
     }
     py::list out;
-    for (const lpx::divergence::Flag& f : m_.observe(r)) {
+    for (const lpx::divergence::Flag& f : lpx::divergence::only(m_.observe(r), enabled_)) {
       py::dict d;
       d["step"] = f.step;
       d["detector"] = f.detector;
@@ -847,6 +849,7 @@ class Monitor {
   }
   size_t layers_;
   lpx::divergence::Monitor m_;
+  std::vector<std::string> enabled_;
 };
 
 }  // namespace
@@ -978,7 +981,7 @@ PYBIND11_MODULE(_core, m) {
       .def("high_precision", &Quantizer::high_precision)
       .def("role_format", &Quantizer::role_format);
   py::class_<Monitor>(m, "Monitor")
-      .def(py::init<const std::vector<std::string>&, const std::string&>())
+      .def(py::init<const std::vector<std::string>&, const std::string&, const std::string&>())
       .def("observe", &Monitor::observe);
   py::class_<RunWriter>(m, "RunWriter")
       .def(py::init<const std::string&, const py::dict&, const std::vector<std::string>&,
