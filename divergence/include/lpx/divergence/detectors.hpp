@@ -233,7 +233,8 @@ const std::vector<std::string>& detector_names();
 // nonfinite, attn_logit, loss_rise and update_size. The third pass chose them on the
 // tuning data alone (the corpus' seeds 0-2, README "Divergence detection"): no healthy
 // run flagged, every diverged GPT run and 8 of 22 MLP runs flagged ahead; the other eleven
-// add four MLP runs and every healthy run flagged. They still run under "all" or by name.
+// add four MLP runs caught and all the flags on healthy runs. They still run under "all" or
+// by name.
 const std::vector<std::string>& default_detectors();
 
 // The detectors named in a comma-separated list ("" or "default": default_detectors();
