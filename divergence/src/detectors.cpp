@@ -167,7 +167,7 @@ std::vector<std::string> parse_detector_list(const std::string& list) {
     if (std::find(kDetNames, kDetNames + kDetCount, name) == kDetNames + kDetCount) {
       std::string all;
       for (const char* d : kDetNames) all += (all.empty() ? "" : ", ") + std::string(d);
-      throw std::invalid_argument(fmt::format("unknown detector '{}'; known: {}", name, all));
+      throw std::invalid_argument(fmt::format("unknown detector '{}'; known: {} (or all, or default)", name, all));
     }
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
     p = q + 1;

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -38,20 +37,6 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
     float* __restrict pt, const float* __restrict brow, float av, int64_t n) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) pt[j] = std::fma(av, brow[j], pt[j]);
-}
-
-// The largest finite |x[i]| (0 when there is none). Branch-free so that it vectorizes:
-// |NaN| and |Inf| fail `v <= FLT_MAX` and leave the running max alone. max is exact and
-// order-free, so every clone returns the same value.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) float finite_amax(
-    const float* __restrict x, int64_t n) {
-  float m = 0.0f;
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::fabs(x[i]);
-    m = std::max(m, v <= std::numeric_limits<float>::max() ? v : 0.0f);
-  }
-  return m;
 }
 }  // namespace
 
@@ -180,15 +165,11 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
   OperandStats s;
   AppliedOperand a;
   const float* result = in;
-  if (const AmaxHistory* h = q_.history(r); h && h->size() > 0) {
-    // the scale comes from the history's amax (before this call pushes its own)
-    const float current = finite_amax(in, rows * cols);
-    const double scale_amax = h->amax();
-    if (scale_amax > 0) {
-      const double ratio = static_cast<double>(current) / scale_amax;
-      if (!(ratio <= probes.amax_staleness)) probes.amax_staleness = ratio;
-    }
-  }
+  // The scale comes from the history's amax before this call; apply() measures the
+  // operand's own amax (the largest finite |x|) and pushes it, so staleness reads it back
+  // instead of scanning the operand a second time.
+  const AmaxHistory* h = q_.history(r);
+  const double scale_amax = h && h->size() > 0 ? h->amax() : 0.0;
   if (q_.is_identity(r)) {
     // nothing to compute: the GEMM multiplies the operand itself
     if (collect) q_.observe(r, in, rows, cols, &s, &a);
@@ -196,6 +177,10 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
     buf.resize(static_cast<size_t>(rows * cols));
     q_.apply(r, in, buf.data(), rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr);
     result = buf.data();
+    if (scale_amax > 0 && h->size() > 0) {
+      const double ratio = static_cast<double>(h->values().back()) / scale_amax;
+      if (!(ratio <= probes.amax_staleness)) probes.amax_staleness = ratio;
+    }
   }
   if (operand_hook) operand_hook(r, in, result, rows, cols, step);
   if (collect) {

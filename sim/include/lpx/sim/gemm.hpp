@@ -109,8 +109,10 @@ class QuantGemms {
   //   outlier_ratio   largest per-channel RMS of fwd_x over the RMS of the whole operand
   //                   (channels: the reduction dimension K): a channel that grows out of
   //                   its peers (SwiGLU outlier channels, Fishman et al. 2024) raises it
-  //   amax_staleness  for roles with delayed scaling: this call's amax over the amax the
-  //                   scale was chosen from (the history's); above 1 the operand saturates
+  //   amax_staleness  for roles with delayed scaling: this call's amax (the largest finite
+  //                   |x| the quantizer measured and pushed, after its transform if any)
+  //                   over the amax the scale was chosen from (the history's before the
+  //                   push); above 1 the operand saturates
   struct Probes {
     double outlier_ratio = std::numeric_limits<double>::quiet_NaN();
     double amax_staleness = std::numeric_limits<double>::quiet_NaN();
