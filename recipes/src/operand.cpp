@@ -286,10 +286,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
     // An fp32 role's result is the transform itself, written to out; a quantizer reads
     // it from scratch_ (it may not alias out).
     float* t = out;
-    if (s.kind != RoleSpec::Kind::fp32) {
-      scratch_.resize(count);
-      t = scratch_.data();
-    }
+    if (s.kind != RoleSpec::Kind::fp32) t = scratch_.get(count);
     try {
       if (backend_) {
         if (t != in) std::memcpy(t, in, count * sizeof(float));
@@ -302,8 +299,9 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
     }
     v = t;
   } else if (s.kind != RoleSpec::Kind::fp32 && in == out) {
-    scratch_.assign(in, in + n);
-    v = scratch_.data();
+    float* copy = scratch_.get(count);
+    std::memcpy(copy, in, count * sizeof(float));
+    v = copy;
   }
 
   // 2. Quantize v into out.

@@ -177,10 +177,9 @@ namespace lpx::sim::detail {
 // the using-directive: see formats/src/quantize_hwy.cpp (HWY_DYNAMIC_DISPATCH with one target)
 using namespace lpx::sim::simd;
 
-std::vector<float> exact_gemm_pack(const float* b, int64_t b_sk, int64_t b_sj, int64_t n, int64_t k) {
-  std::vector<float> packed(HWY_DYNAMIC_DISPATCH(PackedSize)(n, k));
-  HWY_DYNAMIC_DISPATCH(Pack)(b, b_sk, b_sj, n, k, packed.data());
-  return packed;
+size_t exact_gemm_packed_size(int64_t n, int64_t k) { return HWY_DYNAMIC_DISPATCH(PackedSize)(n, k); }
+void exact_gemm_pack(const float* b, int64_t b_sk, int64_t b_sj, int64_t n, int64_t k, float* packed) {
+  HWY_DYNAMIC_DISPATCH(Pack)(b, b_sk, b_sj, n, k, packed);
 }
 bool exact_gemm_rows(const float* a, int64_t a_si, int64_t a_sk, const float* packed, float* c, int64_t r0,
                      int64_t r1, int64_t n, int64_t k, bool accumulate) {

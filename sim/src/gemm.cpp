@@ -109,11 +109,14 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   // exact fp32: register tiles where the target has FMA instructions (exact_gemm_hwy.cpp,
   // which packs op(B) itself), else one fmaf per product along rows of C
   if (acc.is_fp32() && detail::exact_gemm_tiled()) {
-    const std::vector<float> packed =
-        detail::exact_gemm_pack(b, tb == Trans::n ? n : 1, tb == Trans::n ? 1 : k, n, k);
+    // one packing buffer per calling thread, grown and never zero-filled (Pack writes
+    // every element, padding included)
+    static thread_local ScratchBuffer<float> pack;
+    float* packed = pack.get(detail::exact_gemm_packed_size(n, k));
+    detail::exact_gemm_pack(b, tb == Trans::n ? n : 1, tb == Trans::n ? 1 : k, n, k, packed);
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t ci = 0; ci < chunks; ++ci)
-      detail::exact_gemm_rows(a, a_si, a_sk, packed.data(), c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n,
+      detail::exact_gemm_rows(a, a_si, a_sk, packed, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n,
                               k, accumulate);
     return;
   }
@@ -161,7 +164,7 @@ void QuantGemms::run(Trans ta, Trans tb, const float* a, const float* b, float* 
 }
 
 const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_t cols,
-                               uint64_t step, bool collect, std::vector<float>& buf) {
+                               uint64_t step, bool collect, ScratchBuffer<float>& buf) {
   OperandStats s;
   AppliedOperand a;
   const float* result = in;
@@ -174,9 +177,9 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
     // nothing to compute: the GEMM multiplies the operand itself
     if (collect) q_.observe(r, in, rows, cols, &s, &a);
   } else {
-    buf.resize(static_cast<size_t>(rows * cols));
-    q_.apply(r, in, buf.data(), rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr);
-    result = buf.data();
+    float* q = buf.get(static_cast<size_t>(rows * cols));
+    q_.apply(r, in, q, rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr);
+    result = q;
     if (scale_amax > 0 && h->size() > 0) {
       const double ratio = static_cast<double>(h->values().back()) / scale_amax;
       if (!(ratio <= probes.amax_staleness)) probes.amax_staleness = ratio;

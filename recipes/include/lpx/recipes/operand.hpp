@@ -61,6 +61,7 @@
 
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/quantize.hpp"
+#include "lpx/numerics/scratch.hpp"
 #include "lpx/recipes/recipe.hpp"
 
 namespace lpx {
@@ -194,7 +195,7 @@ class OperandQuantizer {
   std::shared_ptr<OperandBackend> backend_;
   // The transformed (or, when in == out, copied) operand apply() quantizes from: kept
   // between calls so that a step's operands reuse one allocation.
-  std::vector<float> scratch_;
+  ScratchBuffer<float> scratch_;
 };
 
 }  // namespace lpx

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "lpx/numerics/ordered_sum.hpp"
+#include "lpx/numerics/scratch.hpp"
 #include "lpx/recipes/operand.hpp"
 #include "lpx/recipes/recipe.hpp"
 
@@ -138,13 +139,15 @@ class QuantGemms {
 
  private:
   const float* quant(GemmRole r, const float* in, int64_t rows, int64_t cols, uint64_t step,
-                     bool collect, std::vector<float>& buf);
+                     bool collect, ScratchBuffer<float>& buf);
   void run(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
            int64_t k, bool accumulate);
   OperandQuantizer q_;
   Accumulation acc_;
   GemmExecution exec_;
-  std::vector<float> qa_, qb_, injected_;
+  // the quantized A and B operands of the GEMM in flight (X then dY share qa_)
+  ScratchBuffer<float> qa_, qb_;
+  std::vector<float> injected_;
   const float* inject(const float* x, int64_t m, int64_t k, uint64_t step);
 };
 
