@@ -251,7 +251,7 @@ HWY_INLINE VI FastNormalSum(VI abs, VI rnd, const FastConsts& c) {
   const DI di;
   const DU du;
   if constexpr (M == Rounding::rne) {
-    const VI lsb = hn::And(hn::ShiftRightSame(abs, c.sh), hn::Set(di, 1));
+    const VI lsb = hn::And(hn::ShiftRightSame(abs, c.tie_sh), hn::Set(di, 1));
     return hn::Add(abs, hn::Add(hn::Set(di, c.half_m1), lsb));
   } else if constexpr (M == Rounding::rtz) {
     return abs;

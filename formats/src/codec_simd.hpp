@@ -113,7 +113,12 @@ inline DecodeConsts make_decode_consts(const ElementFormat& f) {
 // per-lane shift, and that branch runs only for vectors that have such a lane.
 struct FastConsts {
   int32_t sh = 0;             // 23 - M: float32 mantissa bits below the target's
-  int32_t half_m1 = 0;        // 2^(sh-1) - 1 (rne)
+  int32_t half_m1 = 0;        // rne: 2^(sh-1) - 1, plus the tie bit at tie_sh (below)
+  // rne's tie-breaking bit: the lowest kept bit (bit sh). With no mantissa bits (M = 0,
+  // eXm0) the lowest kept bit is the implicit 1 (codec.hpp: ties round up in magnitude),
+  // which float32 does not store: there half_m1 is 2^22 and tie_sh is 31, |x|'s sign bit,
+  // always 0.
+  int32_t tie_sh = 0;
   int32_t keep_low = 0;       // ~(2^sh - 1): truncates a rounded float32 pattern
   int32_t code_off = 0;       // (127 - bias) << M: code = (rounded bits >> sh) - code_off
   int32_t min_normal = 0;     // float32 bits of the target's smallest normal, 2^emin
@@ -158,19 +163,22 @@ inline bool fast_path_ok(const ElementFormat& f, const CastOptions& opt) {
   const bool specials_ok = f.specials == Specials::ieee || f.specials == Specials::fn ||
                            f.specials == Specials::none || f.is_p3109();
   // Normal values of the target must be float32 normals (emin >= -126, finite max below
-  // 2^128) and at least one float32 mantissa bit must be dropped (sh <= 22). M >= 1: with
-  // no mantissa bits rne's tie-breaking bit is the implicit one, not a stored bit.
+  // 2^128) and at least one float32 mantissa bit must be dropped (M <= 22, sh >= 1). With
+  // no mantissa bits (M = 0) rne's tie-breaking bit is the implicit one, not a stored bit:
+  // eXm0 takes FastConsts::tie_sh; P3109 with P = 1 breaks ties to an even code, which
+  // has no fast form here.
   // Unsigned formats only for P3109 (a zero, and only nonzero negatives unrepresentable).
   return mode_ok && specials_ok && !f.is_integer && (f.is_signed || f.is_p3109()) && f.has_zero &&
-         f.subnormals &&
-         f.bits <= 16 && f.mantissa_bits >= 1 && f.mantissa_bits <= 22 && f.emin() >= -126 && f.emax() <= 127;
+         f.subnormals && f.bits <= 16 && (f.mantissa_bits >= 1 || !f.is_p3109()) && f.mantissa_bits <= 22 &&
+         f.emin() >= -126 && f.emax() <= 127;
 }
 
 inline FastConsts make_fast_consts(const ElementFormat& f, const CastOptions& opt) {
   FastConsts c;
   const int m = f.mantissa_bits;
   c.sh = 23 - m;
-  c.half_m1 = (1 << (c.sh - 1)) - 1;
+  c.half_m1 = (1 << (c.sh - 1)) - (m == 0 ? 0 : 1);
+  c.tie_sh = m == 0 ? 31 : c.sh;
   c.keep_low = static_cast<int32_t>(~((1u << c.sh) - 1u));
   c.code_off = (127 - f.bias) << m;
   c.min_normal = static_cast<int32_t>(float_to_bits(pow2f(f.emin())));
