@@ -466,7 +466,10 @@ TEST_CASE("sweep: under a fake sbatch that runs every array task, hostile names 
 
 TEST_CASE("sweep: with stderr in a file, progress lines name the done count, the runs' steps and an ETA") {
   TempDir d;
-  const auto r = run_lpx_t("sweep --recipes bf16 --steps 40 --set threads=1 --progress-every 0.2 --out " +
+  // 400 MLP steps train for about 2.5 s, so each run writes a dozen progress lines to its
+  // train.log while the sweep looks: at 40 steps a run trained for 0.25 s, wrote at most
+  // one, and the sweep's line missed it about one time in five
+  const auto r = run_lpx_t("sweep --recipes bf16 --steps 400 --set threads=1 --progress-every 0.2 --out " +
                            (d / "o").string(), d, 120);
   REQUIRE(r.status == 0);
   std::stringstream ss(r.err);
@@ -480,7 +483,7 @@ TEST_CASE("sweep: with stderr in a file, progress lines name the done count, the
     CHECK(line.find(", ETA ") != std::string::npos);
     ++n;
   }
-  CHECK(n >= 1);  // two runs of 40 steps take well over 0.2 s
+  CHECK(n >= 1);  // two runs of 400 steps take well over 0.2 s
   CHECK(r.err.find("(step ") != std::string::npos);  // a live run's step, read from its train.log
 }
 
