@@ -535,6 +535,95 @@ void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
   t.finite_max = std::max(t.finite_max, finite_max);
 }
 
+// The widest tile QuantizeColumnsT takes (the strided strategy's tiles are at most 256
+// columns wide for 32-row blocks, 512 for 16-row ones).
+constexpr int64_t kMaxColumnLanes = 512;
+
+// Blocks down the columns (the strided strategy's tiles: `rows` rows of `cols` columns
+// from flat index `first`, rows `stride` apart; column j is block b_first + j) with the
+// lanes along the row: lane l of a vector is column g + l of the tile, so one load per
+// row feeds N blocks, a block's amax is a lane-wise max over its rows, and the values,
+// codes and random words stay where the tensor keeps them: none of the transposing
+// path's three transpositions. The arithmetic per element is CastVec's with the block's
+// constants per lane (BlockVecs of per-lane mul, dec and tiny threshold), and the
+// scales are Pow2Scale's: the same bits as the transposing path. Power-of-two scales
+// only. A tile holding NaN or Inf, or an element whose scaled value leaves float32's
+// normal range (CastVec's scalar round-to-odd case, found here before anything is
+// written), returns false untouched and takes the transposing path. rnd: room for
+// rows * cols words (sr only).
+template <Rounding M, bool kInt, bool kPow2, bool kFast>
+bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
+                      int64_t b_first, uint32_t* HWY_RESTRICT rnd, qd::BlockTotals& t) {
+  const DI di;
+  const DU du;
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(di));
+  if constexpr (!kPow2) {
+    return false;
+  } else {
+    if (cols % N != 0 || cols > kMaxColumnLanes || rows < 1 || job.rnd != nullptr) return false;
+    const qd::Context& ctx = *job.ctx;
+    const BlockConsts k = make_block_consts(ctx);
+    if (k.two_level) return false;
+    HWY_ALIGN uint32_t amax[kMaxColumnLanes], lo[kMaxColumnLanes];
+    HWY_ALIGN float mul[kMaxColumnLanes], dec[kMaxColumnLanes];
+    HWY_ALIGN int32_t thr[kMaxColumnLanes];
+    const VI absmask = hn::Set(di, 0x7fffffff);
+    // Pass 1: per column, the largest |x'| and the smallest |p| - 1 (p = x' under the
+    // headroom; zero wraps to the top), which CastVec compares with the tiny threshold.
+    for (int64_t g = 0; g < cols; g += N) {
+      VI a = hn::Zero(di);
+      hn::Vec<DU> l = hn::Set(du, ~0u);
+      for (int64_t r = 0; r < rows; ++r) {
+        const VI x = Prepare(hn::BitCast(di, hn::LoadU(df, job.x + first + r * stride + g)), k);
+        a = hn::Max(a, hn::And(x, absmask));
+        auto pv = hn::BitCast(df, x);
+        if (k.headroom) pv = hn::Mul(pv, hn::Set(df, 0.75f));
+        l = hn::Min(l, hn::BitCast(du, hn::Sub(hn::And(hn::BitCast(di, pv), absmask), hn::Set(di, 1))));
+      }
+      hn::Store(hn::BitCast(du, a), du, amax + g);
+      hn::Store(l, du, lo + g);
+    }
+    qd::BlockScale sc[kMaxColumnLanes];
+    uint32_t finite_max = 0;
+    int64_t clamped = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      if (amax[j] > 0x7f7fffffu) return false;  // NaN or Inf in the block
+      finite_max = std::max(finite_max, amax[j]);
+      Pow2Scale(amax[j], ctx.f->rule, ctx.lim, sc[j]);
+      thr[j] = tiny_threshold_bits(sc[j].exponent);
+      if (lo[j] < static_cast<uint32_t>(thr[j])) return false;  // CastVec's scalar case
+      clamped += sc[j].clamped ? 1 : 0;
+      mul[j] = pow2f(-sc[j].exponent);
+      dec[j] = qd::stored_dec(sc[j], ctx.f->scale);
+    }
+    for (int64_t j = 0; j < cols; ++j) job.store_scale(b_first + j, sc[j]);
+    if constexpr (is_stochastic(M))
+      for (int64_t r = 0; r < rows; ++r)
+        RandomFill(rnd + r * cols, static_cast<size_t>(cols), static_cast<uint64_t>(first + r * stride), k);
+    // Pass 2: cast row by row under the per-lane constants.
+    LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+    QuantizeStats st;
+    for (int64_t g = 0; g < cols; g += N) {
+      const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = first + r * stride + g;
+        VI rv = hn::Zero(di);
+        if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + r * cols + g));
+        // sc[g] stands in for the lane's scale: CastVec reads it only in the scalar case,
+        // which pass 1 excluded.
+        CastVec<M, kInt, kPow2, kFast>(job, k, i, static_cast<size_t>(N), hn::BitCast(di, hn::LoadU(df, job.x + i)),
+                                       rv, bv, sc[g], lc, st);
+      }
+      CountVectors(lc, st, rows);
+    }
+    FinishCounts(lc, st, t);
+    t.clamped += clamped;
+    t.finite_max = std::max(t.finite_max, finite_max);
+    return true;
+  }
+}
+
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
@@ -780,6 +869,15 @@ void QuantizeRange(const qd::BlockJob* job, int64_t i0, int64_t n, const qd::Blo
   });
 }
 
+void QuantizeColumns(const qd::BlockJob* job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
+                     int64_t b_first, uint32_t* rnd, qd::BlockTotals* t, bool* done) {
+  WithRounding(*job->ctx, [&]<Rounding M>() {
+    WithKernel<M>(*job->ctx, [&]<bool kInt, bool kPow2, bool kFast>() {
+      *done = QuantizeColumnsT<M, kInt, kPow2, kFast>(*job, first, rows, cols, stride, b_first, rnd, *t);
+    });
+  });
+}
+
 // Decodes the n codes at `in` into `out`, times decs[c] (per element) or, when decs is
 // null, dec; then the tensor scale and the 3/4 headroom as the job says (dequant_value).
 HWY_INLINE void DequantizeRun(const qd::BlockJob& job, const detail::DecodeConsts& dc,
@@ -852,6 +950,11 @@ void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t co
           random_bits(o.seed, o.stream, o.index_offset + first + static_cast<uint64_t>(r * stride + c));
 }
 
+void QuantizeColumns(const qd::BlockJob*, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t*,
+                     qd::BlockTotals*, bool* done) {
+  *done = false;  // the transposing path and the scalar reference do the work
+}
+
 void RangeAmax(const qd::BlockJob* job, int64_t i0, int64_t n, qd::Amax* out) {
   qd::Box box;
   box.base = i0;
@@ -895,6 +998,7 @@ namespace lpx::simd {
 HWY_EXPORT(QuantizeBlocks);
 HWY_EXPORT(RangeAmax);
 HWY_EXPORT(RandomRows);
+HWY_EXPORT(QuantizeColumns);
 HWY_EXPORT(QuantizeRange);
 HWY_EXPORT(DequantizeBlocks);
 HWY_EXPORT(DequantizeRows);
@@ -916,6 +1020,12 @@ void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTota
 void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
                       uint64_t first, int64_t stride) {
   HWY_DYNAMIC_DISPATCH(RandomRows)(&job, out, rows, cols, first, stride);
+}
+bool simd_quantize_columns(const BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
+                           int64_t b_first, uint32_t* rnd, BlockTotals& t) {
+  bool done = false;
+  HWY_DYNAMIC_DISPATCH(QuantizeColumns)(&job, first, rows, cols, stride, b_first, rnd, &t, &done);
+  return done;
 }
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n) {
   Amax a;

@@ -200,6 +200,13 @@ void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTota
 // tile of a row-major tensor (the options of job.ctx).
 void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
                       uint64_t first, int64_t stride);
+// The strided strategy's tile (rows x cols from flat index first, rows `stride` apart,
+// column j is block b_first + j) with the lanes along the rows, without transposing:
+// power-of-two scales, no NaN/Inf and no tiny scaled value in the tile (else it returns
+// false having written nothing). Stores scales and codes, adds to t. rnd: room for
+// rows * cols words (sr).
+bool simd_quantize_columns(const BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
+                           int64_t b_first, uint32_t* rnd, BlockTotals& t);
 // Pass 1 of per-tensor and two-level (NVFP4) scaling: the Amax of the flat run
 // [i0, i0 + n) of job.x.
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n);
@@ -299,9 +306,10 @@ Amax measure_tensor_amax(const TensorCall& c, bool simd);
 // SIMD ones, the dequantized values (when job.out). Their totals' finite_max is the
 // tensor's (except per_tensor, whose caller has the tensor amax already).
 BlockTotals quantize_contiguous(const TensorCall& c);
-// Tiles of whole column blocks are transposed into a buffer, run through the last-axis
-// kernel, and transposed back: every element sees the same value and block scale, and
-// under sr the random word of its original flat index (simd_random_rows, job.rnd).
+// Tiles of whole column blocks go through the column-lane kernel (simd_quantize_columns)
+// where it applies; the others are transposed into a buffer, run through the last-axis
+// kernel, and transposed back. Either way every element sees the same value and block
+// scale, and under sr the random word of its original flat index (simd_random_rows, job.rnd).
 BlockTotals quantize_strided(const TensorCall& c);
 BlockTotals quantize_per_tensor(const TensorCall& c, const Amax& tensor, bool simd);
 BlockTotals quantize_reference(const TensorCall& c);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "codec_simd.hpp"
+#include "lpx/numerics/scratch.hpp"
 #include "quantize_internal.hpp"
 
 namespace lpx::quantize_detail {
@@ -245,34 +246,47 @@ BlockTotals quantize_strided(const TensorCall& c) {
   BlockTotals total;
 #pragma omp parallel num_threads(c.threads) if (c.parallel) reduction(lpx_totals : total)
   {
-    std::vector<float> in(tile), vals(whole.out != nullptr ? tile : 0);
-    std::vector<uint8_t> codes(whole.codes != nullptr ? tile : 0);
-    // sr: the tile's random words drawn in the tensor's order, then transposed with it.
-    std::vector<uint32_t> rows_rnd(sr ? tile : 0), rnd(sr ? tile : 0);
-    std::vector<uint8_t> sc(static_cast<size_t>(W));
-    std::vector<float> sv(static_cast<size_t>(W));
+    // The column-lane kernel needs only rows_rnd (sr); the transposing path's buffers are
+    // sized when a tile first takes it (most tiles of finite data never do).
+    ScratchBuffer<uint32_t> rows_rnd_buf;
+    uint32_t* const rows_rnd = sr ? rows_rnd_buf.get(tile) : nullptr;  // written before it is read
+    std::vector<float> in, vals;
+    std::vector<uint8_t> codes;
+    std::vector<uint32_t> rnd;  // sr: the tile's words drawn in the tensor's order, then transposed with it
+    std::vector<uint8_t> sc;
+    std::vector<float> sv;
     BlockJob job;  // the tile's blocks: the rows of the buffer
     job.last_axis = true;
     job.per_row = 1;
-    job.x = in.data();
     job.ctx = &ctx;
-    job.rnd = sr ? rnd.data() : nullptr;
-    job.codes = whole.codes != nullptr ? codes.data() : nullptr;
-    job.out = whole.out != nullptr ? vals.data() : nullptr;
-    if (whole.scale_codes != nullptr) job.scale_codes = sc.data();
-    else job.scale_values = sv.data();
+    const auto transposing_buffers = [&] {
+      in.resize(tile);
+      vals.resize(whole.out != nullptr ? tile : 0);
+      codes.resize(whole.codes != nullptr ? tile : 0);
+      rnd.resize(sr ? tile : 0);
+      sc.resize(static_cast<size_t>(W));
+      sv.resize(static_cast<size_t>(W));
+      job.x = in.data();
+      job.rnd = sr ? rnd.data() : nullptr;
+      job.codes = whole.codes != nullptr ? codes.data() : nullptr;
+      job.out = whole.out != nullptr ? vals.data() : nullptr;
+      if (whole.scale_codes != nullptr) job.scale_codes = sc.data();
+      else job.scale_values = sv.data();
+    };
 #pragma omp for schedule(static)
     for (int64_t u = 0; u < units; ++u) {
       const int64_t slab_row = u / chunks, c0 = (u % chunks) * W;  // slab_row = o * G + rb
       const int64_t o = slab_row / v.G, rb = slab_row % v.G;
       const int64_t r0 = rb * Lb, nr = std::min(Lb, R - r0), nc = std::min(W, C - c0);
       const int64_t first = (o * R + r0) * C + c0;  // flat index of the tile's (0, 0)
+      if (simd_quantize_columns(whole, first, nr, nc, C, slab_row * C + c0, rows_rnd, total)) continue;
+      if (in.empty()) transposing_buffers();
       job.row_len = nr;
       job.block_len = nr;
       transpose_in(whole.x + first, C, in.data(), nr, nc);
       if (sr) {
-        simd_random_rows(job, rows_rnd.data(), nr, nc, static_cast<uint64_t>(first), C);
-        transpose_in(rows_rnd.data(), nc, rnd.data(), nr, nc);
+        simd_random_rows(job, rows_rnd, nr, nc, static_cast<uint64_t>(first), C);
+        transpose_in(rows_rnd, nc, rnd.data(), nr, nc);
       }
       simd_quantize_blocks(job, 0, nc, total);
       for (int64_t col = 0; col < nc; ++col) {

@@ -226,6 +226,69 @@ TEST_CASE("SIMD block quantization matches the scalar reference on every target"
   lpx::cast_testing::force_simd_target(0);
 }
 
+// Finite data of ordinary magnitudes, a different one per column (2^-12 .. 2^11), so that
+// the strided strategy's tiles of blocks down the columns take the column-lane kernel
+// (make_data's special runs send nearly every tile to the transposing path). A few tiles
+// are spoiled on purpose: an all-zero column, a NaN, an Inf, and an element 2^-140 below
+// its block's amax (the scalar round-to-odd case), each of which sends its tile back.
+std::vector<float> column_data(int64_t rows, int64_t cols, uint32_t seed, bool spoil) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      x[static_cast<size_t>(r * cols + c)] = std::ldexp(normal(rng), static_cast<int>(c % 24) - 12);
+  for (int64_t r = 0; r < rows; ++r) x[static_cast<size_t>(r * cols + 5)] = 0.0f;
+  if (spoil) {
+    x[static_cast<size_t>(3 * cols + 1)] = std::numeric_limits<float>::quiet_NaN();
+    x[static_cast<size_t>((rows - 1) * cols + cols - 1)] = -std::numeric_limits<float>::infinity();
+    x[static_cast<size_t>((rows / 2) * cols + cols / 2)] = std::ldexp(1.0f, -150 + 12);
+  }
+  return x;
+}
+
+TEST_CASE("Blocks down the columns on finite data (the column-lane kernel) match the reference",
+          "[quantize][simd]") {
+  const auto targets = lpx::cast_testing::simd_targets();
+  for (const auto& t : targets) {
+    lpx::cast_testing::force_simd_target(t.id);
+    INFO("forced target " << t.name);
+    uint32_t seed = 1;
+    // Row blocks whole and partial (40 = 32 + 8; 16 rows under 32-row blocks), tiles as
+    // wide as the strided strategy makes them (256 columns for 32-row blocks, 512 for 16)
+    // and ragged (520 = 2 x 256 + 8).
+    for (const auto& shape : std::vector<std::vector<int64_t>>{{96, 48}, {40, 64}, {16, 520}, {16, 1024}}) {
+      for (const bool spoil : {false, true}) {
+        if (spoil && shape[1] > 64) continue;
+        const std::vector<float> x = column_data(shape[0], shape[1], seed++, spoil);
+        for (const std::string spec :
+             {"mxfp4", "mxfp8_e4m3", "mxint8", "e2m1:b32:e8m0:rceil", "e2m1:b16:e8m0", "e2m0:b32:e8m0"}) {
+          for (Rounding r : {Rounding::rne, Rounding::sr, Rounding::rna}) {
+            QuantizeOptions o;
+            o.round = r;
+            o.seed = 7 + seed;
+            o.stream = 2;
+            o.threads = 1;
+            check_case(spec, shape, 0, o, x);
+          }
+          QuantizeOptions o;
+          o.round = Rounding::sr;
+          o.sr_bits = 9;
+          o.headroom_3_4 = true;
+          o.index_offset = 1001;
+          o.threads = 1;
+          check_case(spec, shape, 0, o, x);
+          o.round = Rounding::rne;
+          o.headroom_3_4 = false;
+          o.flush_subnormal_inputs = true;
+          check_case(spec, shape, 0, o, x);
+        }
+      }
+    }
+  }
+  lpx::cast_testing::force_simd_target(0);
+}
+
 TEST_CASE("SIMD block quantization does not depend on the thread count",
           "[quantize][simd][threads]") {
   // Large enough for the parallel path (>= 16 Ki elements), with a ragged row length.
