@@ -546,11 +546,11 @@ constexpr int64_t kMaxColumnLanes = 512;
 // codes and random words stay where the tensor keeps them: none of the transposing
 // path's three transpositions. The arithmetic per element is CastVec's with the block's
 // constants per lane (BlockVecs of per-lane mul, dec and tiny threshold), and the
-// scales are Pow2Scale's: the same bits as the transposing path. Power-of-two scales
-// only. A tile holding NaN or Inf, or an element whose scaled value leaves float32's
-// normal range (CastVec's scalar round-to-odd case, found here before anything is
-// written), returns false untouched and takes the transposing path. rnd: room for
-// rows * cols words (sr only).
+// scales are Pow2Scale's or E4m3Scales': the same bits as the transposing path.
+// Power-of-two and e4m3 (NVFP4) scales. A tile holding NaN or Inf, an element whose
+// scaled value leaves float32's normal range (CastVec's scalar round-to-odd case), or an
+// e4m3 scale that underflowed to 0 (found before anything is written) returns false
+// untouched and takes the transposing path. rnd: room for rows * cols words (sr only).
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
                       int64_t b_first, uint32_t* HWY_RESTRICT rnd, qd::BlockTotals& t) {
@@ -558,38 +558,42 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
   const DU du;
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(di));
-  if constexpr (!kPow2) {
-    return false;
-  } else {
-    if (cols % N != 0 || cols > kMaxColumnLanes || rows < 1 || job.rnd != nullptr) return false;
-    const qd::Context& ctx = *job.ctx;
-    const BlockConsts k = make_block_consts(ctx);
-    if (k.two_level) return false;
-    HWY_ALIGN uint32_t amax[kMaxColumnLanes], lo[kMaxColumnLanes];
-    HWY_ALIGN float mul[kMaxColumnLanes], dec[kMaxColumnLanes];
-    HWY_ALIGN int32_t thr[kMaxColumnLanes];
-    const VI absmask = hn::Set(di, 0x7fffffff);
-    // Pass 1: per column, the largest |x'| and the smallest |p| - 1 (p = x' under the
-    // headroom; zero wraps to the top), which CastVec compares with the tiny threshold.
-    for (int64_t g = 0; g < cols; g += N) {
-      VI a = hn::Zero(di);
-      hn::Vec<DU> l = hn::Set(du, ~0u);
-      for (int64_t r = 0; r < rows; ++r) {
-        const VI x = Prepare(hn::BitCast(di, hn::LoadU(df, job.x + first + r * stride + g)), k);
-        a = hn::Max(a, hn::And(x, absmask));
+  const qd::Context& ctx = *job.ctx;
+  if (cols % N != 0 || cols > kMaxColumnLanes || rows < 1 || job.rnd != nullptr) return false;
+  if (!kPow2 && ctx.f->scale != ScaleFormat::e4m3) return false;
+  const BlockConsts k = make_block_consts(ctx);
+  if (kPow2 && k.two_level) return false;
+  HWY_ALIGN uint32_t amax[kMaxColumnLanes], lo[kMaxColumnLanes];
+  HWY_ALIGN float mul[kMaxColumnLanes], dec[kMaxColumnLanes];
+  HWY_ALIGN int32_t thr[kMaxColumnLanes] = {};
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  // Pass 1: per column, the largest |x'| and (power-of-two scales) the smallest |p| - 1
+  // (p = x' under the headroom; zero wraps to the top), which CastVec compares with the
+  // tiny threshold.
+  for (int64_t g = 0; g < cols; g += N) {
+    VI a = hn::Zero(di);
+    hn::Vec<DU> l = hn::Set(du, ~0u);
+    for (int64_t r = 0; r < rows; ++r) {
+      const VI x = Prepare(hn::BitCast(di, hn::LoadU(df, job.x + first + r * stride + g)), k);
+      a = hn::Max(a, hn::And(x, absmask));
+      if constexpr (kPow2) {
         auto pv = hn::BitCast(df, x);
         if (k.headroom) pv = hn::Mul(pv, hn::Set(df, 0.75f));
         l = hn::Min(l, hn::BitCast(du, hn::Sub(hn::And(hn::BitCast(di, pv), absmask), hn::Set(di, 1))));
       }
-      hn::Store(hn::BitCast(du, a), du, amax + g);
-      hn::Store(l, du, lo + g);
     }
-    qd::BlockScale sc[kMaxColumnLanes];
-    uint32_t finite_max = 0;
-    int64_t clamped = 0;
+    hn::Store(hn::BitCast(du, a), du, amax + g);
+    hn::Store(l, du, lo + g);
+  }
+  qd::BlockScale sc[kMaxColumnLanes];
+  uint32_t finite_max = 0;
+  int64_t clamped = 0;
+  for (int64_t j = 0; j < cols; ++j) {
+    if (amax[j] > 0x7f7fffffu) return false;  // NaN or Inf in the block
+    finite_max = std::max(finite_max, amax[j]);
+  }
+  if constexpr (kPow2) {
     for (int64_t j = 0; j < cols; ++j) {
-      if (amax[j] > 0x7f7fffffu) return false;  // NaN or Inf in the block
-      finite_max = std::max(finite_max, amax[j]);
       Pow2Scale(amax[j], ctx.f->rule, ctx.lim, sc[j]);
       thr[j] = tiny_threshold_bits(sc[j].exponent);
       if (lo[j] < static_cast<uint32_t>(thr[j])) return false;  // CastVec's scalar case
@@ -597,31 +601,41 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
       mul[j] = pow2f(-sc[j].exponent);
       dec[j] = qd::stored_dec(sc[j], ctx.f->scale);
     }
-    for (int64_t j = 0; j < cols; ++j) job.store_scale(b_first + j, sc[j]);
-    if constexpr (is_stochastic(M))
-      for (int64_t r = 0; r < rows; ++r)
-        RandomFill(rnd + r * cols, static_cast<size_t>(cols), static_cast<uint64_t>(first + r * stride), k);
-    // Pass 2: cast row by row under the per-lane constants.
-    LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
-    QuantizeStats st;
-    for (int64_t g = 0; g < cols; g += N) {
-      const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t i = first + r * stride + g;
-        VI rv = hn::Zero(di);
-        if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + r * cols + g));
-        // sc[g] stands in for the lane's scale: CastVec reads it only in the scalar case,
-        // which pass 1 excluded.
-        CastVec<M, kInt, kPow2, kFast>(job, k, i, static_cast<size_t>(N), hn::BitCast(di, hn::LoadU(df, job.x + i)),
-                                       rv, bv, sc[g], lc, st);
-      }
-      CountVectors(lc, st, rows);
+  } else {  // e4m3 scales (NVFP4): QuantizeContiguousE4m3T's, in vectors over the lanes
+    HWY_ALIGN uint8_t code[kMaxColumnLanes];
+    E4m3Scales(amax, static_cast<size_t>(cols), k, code, mul, dec);
+    for (int64_t j = 0; j < cols; ++j) {
+      // A scale that underflowed to 0 under a nonzero amax: its block does not count
+      // as saturated (BlockVecs::count_sat, one flag per vector): the transposing path.
+      if (amax[j] != 0 && dec[j] == 0.0f) return false;
+      sc[j].code = code[j];
+      sc[j].dec = dec[j];
     }
-    FinishCounts(lc, st, t);
-    t.clamped += clamped;
-    t.finite_max = std::max(t.finite_max, finite_max);
-    return true;
   }
+  for (int64_t j = 0; j < cols; ++j) job.store_scale(b_first + j, sc[j]);
+  if constexpr (is_stochastic(M))
+    for (int64_t r = 0; r < rows; ++r)
+      RandomFill(rnd + r * cols, static_cast<size_t>(cols), static_cast<uint64_t>(first + r * stride), k);
+  // Pass 2: cast row by row under the per-lane constants.
+  LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+  QuantizeStats st;
+  for (int64_t g = 0; g < cols; g += N) {
+    const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = first + r * stride + g;
+      VI rv = hn::Zero(di);
+      if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + r * cols + g));
+      // sc[g] stands in for the lane's scale: CastVec reads it only in the scalar case,
+      // which pass 1 excluded.
+      CastVec<M, kInt, kPow2, kFast>(job, k, i, static_cast<size_t>(N), hn::BitCast(di, hn::LoadU(df, job.x + i)),
+                                     rv, bv, sc[g], lc, st);
+    }
+    CountVectors(lc, st, rows);
+  }
+  FinishCounts(lc, st, t);
+  t.clamped += clamped;
+  t.finite_max = std::max(t.finite_max, finite_max);
+  return true;
 }
 
 template <Rounding M, bool kInt, bool kPow2, bool kFast>

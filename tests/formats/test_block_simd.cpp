@@ -226,23 +226,25 @@ TEST_CASE("SIMD block quantization matches the scalar reference on every target"
   lpx::cast_testing::force_simd_target(0);
 }
 
-// Finite data of ordinary magnitudes, a different one per column (2^-12 .. 2^11), so that
-// the strided strategy's tiles of blocks down the columns take the column-lane kernel
-// (make_data's special runs send nearly every tile to the transposing path). A few tiles
-// are spoiled on purpose: an all-zero column, a NaN, an Inf, and an element 2^-140 below
-// its block's amax (the scalar round-to-odd case), each of which sends its tile back.
+// Finite data of ordinary magnitudes, a different one per column (2^-6 .. 2^5, inside
+// the range of NVFP4's e4m3 block scales), so that the strided strategy's tiles of blocks
+// down the columns take the column-lane kernel (make_data's special runs send nearly
+// every tile to the transposing path), with an all-zero column. Spoiled data adds what
+// sends a tile back: a NaN, an Inf, an element 2^-140 below its block's amax (the scalar
+// round-to-odd case) and a column 2^-30 below the rest (NVFP4 scales underflow to 0).
 std::vector<float> column_data(int64_t rows, int64_t cols, uint32_t seed, bool spoil) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c)
-      x[static_cast<size_t>(r * cols + c)] = std::ldexp(normal(rng), static_cast<int>(c % 24) - 12);
+      x[static_cast<size_t>(r * cols + c)] = std::ldexp(normal(rng), static_cast<int>(c % 12) - 6);
   for (int64_t r = 0; r < rows; ++r) x[static_cast<size_t>(r * cols + 5)] = 0.0f;
   if (spoil) {
     x[static_cast<size_t>(3 * cols + 1)] = std::numeric_limits<float>::quiet_NaN();
     x[static_cast<size_t>((rows - 1) * cols + cols - 1)] = -std::numeric_limits<float>::infinity();
     x[static_cast<size_t>((rows / 2) * cols + cols / 2)] = std::ldexp(1.0f, -150 + 12);
+    for (int64_t r = 0; r < rows; ++r) x[static_cast<size_t>(r * cols + 7)] *= std::ldexp(1.0f, -30);
   }
   return x;
 }
@@ -262,7 +264,8 @@ TEST_CASE("Blocks down the columns on finite data (the column-lane kernel) match
         if (spoil && shape[1] > 64) continue;
         const std::vector<float> x = column_data(shape[0], shape[1], seed++, spoil);
         for (const std::string spec :
-             {"mxfp4", "mxfp8_e4m3", "mxint8", "e2m1:b32:e8m0:rceil", "e2m1:b16:e8m0", "e2m0:b32:e8m0"}) {
+             {"mxfp4", "mxfp8_e4m3", "mxint8", "e2m1:b32:e8m0:rceil", "e2m1:b16:e8m0", "e2m0:b32:e8m0",
+              "nvfp4", "e1m2:b16:e4m3"}) {
           for (Rounding r : {Rounding::rne, Rounding::sr, Rounding::rna}) {
             QuantizeOptions o;
             o.round = r;
