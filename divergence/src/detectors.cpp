@@ -26,12 +26,13 @@ constexpr double kMadToSigma = 1.4826;
 
 enum Det : int {
   nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation,
-  attn_logit, output_logit, act_outlier, amax_staleness, loss_rise, grad_growth, update_size, kDetCount
+  attn_logit, output_logit, act_outlier, amax_staleness, loss_rise, grad_growth, update_size, fixed_batch_rise,
+  kDetCount
 };
 const char* const kDetNames[kDetCount] = {"nonfinite",    "loss_spike",   "grad_spike",       "reference_gap",
                                           "adam_rms",     "update_drift", "underflow_growth", "saturation",
                                           "attn_logit",   "output_logit", "act_outlier",      "amax_staleness",
-                                          "loss_rise",    "grad_growth",  "update_size"};
+                                          "loss_rise",    "grad_growth",  "update_size",      "fixed_batch_rise"};
 
 // The growth detectors' thresholds, by detector.
 double growth_factor(const Thresholds& t, int det) {
@@ -96,6 +97,7 @@ void check(const Thresholds& t) {
   positive(t.diverged_patience, "diverged_patience");
   positive(t.probe_baseline_rows, "probe_baseline_rows");
   positive(t.loss_rise_patience, "loss_rise_patience");
+  positive(t.fixed_batch_rise_patience, "fixed_batch_rise_patience");
   if (t.adam_rms_from < 0)
     throw std::invalid_argument(fmt::format("thresholds: adam_rms_from must be >= 0 (got {})", t.adam_rms_from));
   if (t.probe_baseline_from < 0)
@@ -152,7 +154,8 @@ const std::vector<std::string>& detector_names() {
 }
 
 const std::vector<std::string>& default_detectors() {
-  static const std::vector<std::string> names{"nonfinite", "attn_logit", "loss_rise", "update_size"};
+  static const std::vector<std::string> names{"nonfinite", "attn_logit", "loss_rise", "update_size",
+                                              "fixed_batch_rise"};
   return names;
 }
 
@@ -212,7 +215,7 @@ std::string Flag::describe() const {
   X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(adam_rms_from) X(update_drift_factor) \
   X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
   X(act_outlier_growth) X(amax_staleness) X(loss_rise_factor) X(loss_rise_patience) X(grad_norm_growth) X(update_ratio_max) \
-  X(diverged_factor) X(diverged_patience)
+  X(fixed_batch_rise_factor) X(fixed_batch_rise_patience) X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
   const nlohmann::json j = io::parse_json(text, "thresholds");  // size, depth, duplicate keys
@@ -280,11 +283,13 @@ struct Monitor::State {
   // growth detectors: every finite value so far, by detector
   std::vector<double> probe[kDetCount];
   int64_t adam_seen = 0;  // finite adam_rms values so far
-  // loss_rise: the last `smooth` losses, rows seen, the lowest trailing mean, steps above
-  std::deque<double> rise_win;
+  // loss_rise and fixed_batch_rise: the last `smooth` values, the lowest trailing mean, steps above
+  struct Rise {
+    std::deque<double> win;
+    double best = kNaN;
+    int count = 0;
+  } loss_rise_state, fixed_rise_state;
   int64_t rows = 0;
-  double rise_best = kNaN;
-  int rise_count = 0;
 };
 
 Monitor::Monitor(Thresholds t, std::vector<std::string> layers, std::vector<std::string> roles)
@@ -406,22 +411,27 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
   growth_step(r.output_logit_max, output_logit);
   growth_step(r.act_outlier_ratio, act_outlier);
   growth_step(r.grad_norm, grad_growth);
-  // loss_rise: the trailing mean of the loss above a factor of its lowest so far
-  {
-    s.rise_win.push_back(r.loss);
-    if (s.rise_win.size() > static_cast<size_t>(t.smooth)) s.rise_win.pop_front();
-    const double lm = trailing_mean(s.rise_win.begin(), s.rise_win.end());
-    const int64_t row = s.rows++;
-    if (std::isfinite(lm)) {  // a non-finite mean is not evaluated (nonfinite flags it)
-      const bool judged = row >= t.min_history && std::isfinite(s.rise_best);
-      s.rise_count = judged && lm > t.loss_rise_factor * s.rise_best ? s.rise_count + 1 : 0;
-      if (s.ep[loss_rise].rise(s.rise_count >= t.loss_rise_patience))
-        out.push_back(make_flag(r.step, loss_rise,
-                                {{"loss_mean", lm}, {"best", s.rise_best}, {"ratio", lm / s.rise_best},
-                                 {"steps_above", s.rise_count}}));
-      s.rise_best = std::isfinite(s.rise_best) ? std::min(s.rise_best, lm) : lm;
-    }
-  }
+  // loss_rise and fixed_batch_rise: the trailing mean of the loss (of the fixed-batch loss)
+  // above a factor of its lowest so far, for `patience` steps
+  const int64_t row = s.rows++;
+  auto rise_step = [&](State::Rise& st, double x, int det, double factor, int patience, bool stand_down) {
+    st.win.push_back(x);
+    if (st.win.size() > static_cast<size_t>(t.smooth)) st.win.pop_front();
+    const double lm = trailing_mean(st.win.begin(), st.win.end());
+    if (!std::isfinite(lm)) return;  // a non-finite mean is not evaluated (nonfinite flags the loss)
+    const bool judged = row >= t.min_history && std::isfinite(st.best) && !stand_down;
+    st.count = judged && lm > factor * st.best ? st.count + 1 : 0;
+    if (s.ep[det].rise(st.count >= patience))
+      out.push_back(make_flag(r.step, det,
+                              {{"loss_mean", lm}, {"best", st.best}, {"ratio", lm / st.best}, {"steps_above", st.count}}));
+    st.best = std::isfinite(st.best) ? std::min(st.best, lm) : lm;
+  };
+  // loss_rise stands down at a step that measured the fixed-batch loss: the same rise without
+  // the batch noise, which is what made loss_rise flag healthy runs
+  rise_step(s.loss_rise_state, r.loss, loss_rise, t.loss_rise_factor, t.loss_rise_patience,
+            std::isfinite(r.fixed_batch_loss));
+  rise_step(s.fixed_rise_state, r.fixed_batch_loss, fixed_batch_rise, t.fixed_batch_rise_factor,
+            t.fixed_batch_rise_patience, false);
   if (std::isfinite(r.amax_staleness) && s.ep[amax_staleness].rise(r.amax_staleness > t.amax_staleness))
     out.push_back(make_flag(r.step, amax_staleness, {{"amax_over_scale_amax", r.amax_staleness}}));
   // per-layer statistics: underflow_growth on the gradient operands, saturation on all
@@ -655,28 +665,32 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   growth(run.output_logit_max, output_logit);
   growth(run.act_outlier_ratio, act_outlier);
   growth(run.grad_norm, grad_growth);
-  // loss_rise
-  {
+  // loss_rise, fixed_batch_rise
+  auto rise = [&](const std::vector<double>& x, int det, double factor, int patience,
+                  const std::vector<double>* stand_down) {
     std::vector<std::optional<bool>> c(n);
     std::vector<double> lm(n, kNaN), best(n, kNaN);
     std::vector<int> count(n);
     double b = kNaN;
     int k = 0;
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n && i < x.size(); ++i) {
       const size_t lo = i + 1 > static_cast<size_t>(t.smooth) ? i + 1 - static_cast<size_t>(t.smooth) : 0;
-      lm[i] = trailing_mean(run.loss.begin() + static_cast<std::ptrdiff_t>(lo), run.loss.begin() + static_cast<std::ptrdiff_t>(i + 1));
+      lm[i] = trailing_mean(x.begin() + static_cast<std::ptrdiff_t>(lo), x.begin() + static_cast<std::ptrdiff_t>(i + 1));
       if (!std::isfinite(lm[i])) continue;
-      const bool judged = i >= static_cast<size_t>(t.min_history) && std::isfinite(b);
-      k = judged && lm[i] > t.loss_rise_factor * b ? k + 1 : 0;
+      const bool judged = i >= static_cast<size_t>(t.min_history) && std::isfinite(b) &&
+                          !(stand_down && i < stand_down->size() && std::isfinite((*stand_down)[i]));
+      k = judged && lm[i] > factor * b ? k + 1 : 0;
       count[i] = k;
       best[i] = b;
-      c[i] = k >= t.loss_rise_patience;
+      c[i] = k >= patience;
       b = std::isfinite(b) ? std::min(b, lm[i]) : lm[i];
     }
-    edges(c, run.step, loss_rise, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
+    edges(c, run.step, det, [&](size_t i) -> std::vector<std::pair<std::string, double>> {
       return {{"loss_mean", lm[i]}, {"best", best[i]}, {"ratio", lm[i] / best[i]}, {"steps_above", count[i]}};
     }, out);
-  }
+  };
+  rise(run.loss, loss_rise, t.loss_rise_factor, t.loss_rise_patience, &run.fixed_batch_loss);  // as online
+  rise(run.fixed_batch_loss, fixed_batch_rise, t.fixed_batch_rise_factor, t.fixed_batch_rise_patience, nullptr);
   if (!run.amax_staleness.empty()) {
     std::vector<std::optional<bool>> c(n);
     for (size_t i = 0; i < n && i < run.amax_staleness.size(); ++i)
@@ -760,6 +774,7 @@ Series series_from(const runlog::Run& run) {
   if (!m.attn_logit_max.empty()) s.attn_logit_max = column(m.attn_logit_max);
   if (!m.output_logit_max.empty()) s.output_logit_max = column(m.output_logit_max);
   if (!m.act_outlier_ratio.empty()) s.act_outlier_ratio = column(m.act_outlier_ratio);
+  if (!m.fixed_batch_loss.empty()) s.fixed_batch_loss = column(m.fixed_batch_loss);
   if (!m.amax_staleness.empty()) s.amax_staleness = column(m.amax_staleness);
   s.layers = run.quant.layers;
   s.roles = run.quant.roles;

@@ -38,6 +38,7 @@ std::string TrainConfig::to_json() const {
   j["data"] = data;
   j["eval_every"] = eval_every;
   j["eval_batches"] = eval_batches;
+  j["fixed_batches"] = fixed_batches;
   j["checkpoint_every"] = checkpoint_every;
   j["warmup"] = warmup;
   j["min_lr_fraction"] = min_lr_fraction;
@@ -98,6 +99,7 @@ TrainConfig TrainConfig::from_json(const std::string& text) {
   c.inject_layer = j.value("inject_layer", std::string());
   c.inject_channel = j.value("inject_channel", int64_t{0});
   c.inject_magnitude = j.value("inject_magnitude", 1.0f);
+  c.fixed_batches = j.value("fixed_batches", int64_t{0});  // logs written before it: not measured
   return c;
 }
 
@@ -135,6 +137,7 @@ void TrainConfig::validate() const {
   require(threads >= 0 && threads <= 1024, "threads", "in [0, 1024]");
   require(eval_every >= 0 && eval_batches >= 0 && checkpoint_every >= 0 && stats_every >= 0,
           "eval_every, eval_batches, checkpoint_every and stats_every", ">= 0");
+  require(fixed_batches >= 0 && fixed_batches <= 1024, "fixed_batches", "in [0, 1024]");
   require(warmup >= -1, "warmup", ">= -1 (-1: the default)");
   require(std::isfinite(min_lr_fraction) && min_lr_fraction >= 0 && min_lr_fraction <= 1, "min_lr_fraction",
           "in [0, 1]");
@@ -291,6 +294,7 @@ StepMetrics Trainer::step() {
   next_batch(s);
   const bool collect = cfg_.stats_every > 0 && step_ % cfg_.stats_every == 0;
   if (cfg_.inject == "weight" && step_ == cfg_.inject_step) inject_weight_outlier();
+  if (cfg_.fixed_batches > 0) m.fixed_batch_loss = fixed_batch_loss();
   for (QuantGemms* q : model_->gemm_layers()) q->reset_probes();
   m.loss = model_->forward_backward(batch_, s, collect);
   m.attn_logit_max = model_->probes().attn_logit_max;
@@ -340,6 +344,25 @@ QuantizerState save_quantizer_state(Model& model);
 void set_quantizer_state(Model& model, const QuantizerState& s);
 }  // namespace
 
+// Held-out batch `index`: mlp, test images [index * batch, (index + 1) * batch); gpt, the
+// index-th validation batch (windows from kValSeed, the same for every run).
+void Trainer::fill_held_out_batch(Batch& b, int64_t index) const {
+  b.batch = cfg_.batch;
+  if (cfg_.model.kind == ModelKind::mlp) {
+    const int64_t f = test_set_->features(), first = index * cfg_.batch;
+    b.x_f.resize(static_cast<size_t>(cfg_.batch * f));
+    b.y.resize(static_cast<size_t>(cfg_.batch));
+    std::copy_n(test_set_->images.data() + first * f, cfg_.batch * f, b.x_f.data());
+    for (int i = 0; i < cfg_.batch; ++i) b.y[static_cast<size_t>(i)] = test_set_->labels[static_cast<size_t>(first + i)];
+  } else {
+    const size_t n = static_cast<size_t>(cfg_.batch) * static_cast<size_t>(cfg_.model.context);
+    b.x_i.resize(n);
+    b.y.resize(n);
+    token_batch(corpus_->val, cfg_.batch, cfg_.model.context, kValSeed, static_cast<uint64_t>(index), b.x_i.data(),
+                b.y.data());
+  }
+}
+
 EvalMetrics Trainer::evaluate() {
   // Evaluation reads the quantizers' state (delayed scaling quantizes with the training
   // history) but does not add to it: each batch's forward would push its amax, so the
@@ -354,42 +377,40 @@ EvalMetrics Trainer::evaluate() {
   double loss = 0;
   int64_t correct = 0, count = 0, batches = 0;
   Batch b;
-  b.batch = cfg_.batch;
   const auto eval_step = static_cast<uint64_t>(step_);
-  if (cfg_.model.kind == ModelKind::mlp) {
-    const int64_t f = test_set_->features();
-    b.x_f.resize(static_cast<size_t>(cfg_.batch * f));
-    b.y.resize(static_cast<size_t>(cfg_.batch));
-    for (int64_t first = 0; first + cfg_.batch <= test_set_->n; first += cfg_.batch) {
-      std::copy_n(test_set_->images.data() + first * f, cfg_.batch * f, b.x_f.data());
-      for (int i = 0; i < cfg_.batch; ++i) b.y[static_cast<size_t>(i)] = test_set_->labels[static_cast<size_t>(first + i)];
-      int64_t c = 0;
-      loss += model_->evaluate(b, eval_step, &c);
-      forget_eval();
-      correct += c;
-      count += cfg_.batch;
-      ++batches;
-    }
-  } else {
-    const int64_t nb = cfg_.eval_batches > 0 ? cfg_.eval_batches : 8;
-    const size_t n = static_cast<size_t>(cfg_.batch) * static_cast<size_t>(cfg_.model.context);
-    b.x_i.resize(n);
-    b.y.resize(n);
-    for (int64_t i = 0; i < nb; ++i) {
-      token_batch(corpus_->val, cfg_.batch, cfg_.model.context, kValSeed, static_cast<uint64_t>(i), b.x_i.data(), b.y.data());
-      int64_t c = 0;
-      loss += model_->evaluate(b, eval_step, &c);
-      forget_eval();
-      correct += c;
-      count += static_cast<int64_t>(n);
-      ++batches;
-    }
+  const int64_t nb = cfg_.model.kind == ModelKind::mlp ? test_set_->n / cfg_.batch
+                                                        : (cfg_.eval_batches > 0 ? cfg_.eval_batches : 8);
+  for (int64_t i = 0; i < nb; ++i) {
+    fill_held_out_batch(b, i);
+    int64_t c = 0;
+    loss += model_->evaluate(b, eval_step, &c);
+    forget_eval();
+    correct += c;
+    count += static_cast<int64_t>(b.y.size());
+    ++batches;
   }
   e.loss = batches ? loss / static_cast<double>(batches) : 0;
   e.accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0;
   evals_.push_back(e);
   if (log_) log_->append_eval(e);
   return e;
+}
+
+// The loss on the first cfg.fixed_batches held-out batches (as evaluate(), leaving the
+// quantizers' state as it was), on the weights the step is about to update: the same
+// batches at every step, so the series moves only with the weights.
+double Trainer::fixed_batch_loss() {
+  const QuantizerState trained = save_quantizer_state(*model_);
+  const int64_t nb = cfg_.model.kind == ModelKind::mlp ? std::min(cfg_.fixed_batches, test_set_->n / cfg_.batch)
+                                                        : cfg_.fixed_batches;
+  Batch& b = fixed_batch_;
+  double loss = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    fill_held_out_batch(b, i);
+    loss += model_->evaluate(b, static_cast<uint64_t>(step_), nullptr);
+    if (trained.length > 0) set_quantizer_state(*model_, trained);
+  }
+  return nb > 0 ? loss / static_cast<double>(nb) : runlog::kNoValue;
 }
 
 namespace {

@@ -65,6 +65,7 @@ std::vector<Flag> online(const Series& s, const Thresholds& t, const Series* ref
     if (!s.output_logit_max.empty()) r.output_logit_max = s.output_logit_max[i];
     if (!s.act_outlier_ratio.empty()) r.act_outlier_ratio = s.act_outlier_ratio[i];
     if (!s.amax_staleness.empty()) r.amax_staleness = s.amax_staleness[i];
+    if (!s.fixed_batch_loss.empty()) r.fixed_batch_loss = s.fixed_batch_loss[i];
     m.observe(r);
   }
   return m.flags();
@@ -263,6 +264,9 @@ void add_probes(Series& s, uint32_t seed) {
     s.output_logit_max.push_back(8.0 * std::exp(0.1 * n01(rng)));
     s.act_outlier_ratio.push_back(3.0 * std::exp(0.1 * n01(rng)));
     s.amax_staleness.push_back(1.0 + 0.05 * std::fabs(n01(rng)));
+    // the loss on fixed batches: the loss curve without the batch-sampling noise
+    const double t = static_cast<double>(s.step[i]);
+    s.fixed_batch_loss.push_back((0.4 + 1.9 * std::exp(-t / 60.0)) * (1 + 0.005 * n01(rng)));
   }
 }
 
@@ -325,6 +329,46 @@ TEST_CASE("loss_rise flags a loss climbing over tens of steps before judge() cal
   Series spike = healthy(12);
   spike.loss[300] *= 20;
   CHECK(first_of(both(spike, nullptr, t), "loss_rise") == nullptr);
+  // a run that logs the fixed-batch loss is judged on it instead (fixed_batch_rise): here it
+  // stays flat, so neither detector flags the climbing training loss
+  Series fixed = s;
+  fixed.fixed_batch_loss.assign(fixed.rows(), 0.5);
+  const auto g = both(fixed, nullptr, t);
+  CHECK(first_of(g, "loss_rise") == nullptr);
+  CHECK(first_of(g, "fixed_batch_rise") == nullptr);
+  // ... but only at the steps that measured it
+  for (size_t i = 260; i < fixed.rows(); ++i) fixed.fixed_batch_loss[i] = std::numeric_limits<double>::quiet_NaN();
+  CHECK(first_of(both(fixed, nullptr, t), "loss_rise") != nullptr);
+}
+
+TEST_CASE("fixed_batch_rise: the fixed-batch loss's trailing mean over its best, whatever the training loss's noise") {
+  const Thresholds t;
+  // A training loss with +-30% batch noise (the MLP at batch 64) and a fixed-batch loss
+  // with 0.5% noise, both following the same decaying curve.
+  const auto seed = GENERATE(range(1u, 6u));
+  INFO("seed " << seed);
+  Series s = healthy(seed, 0.3);
+  add_probes(s, seed + 5);
+  CHECK(first_of(both(s, nullptr, t), "fixed_batch_rise") == nullptr);
+  // From step 300 the fixed-batch loss doubles and stays there. Its 8-step trailing mean is
+  // (8 - k + 2k) / 8 of the level after k doubled values: 1.5x its best at k = 4 (not above
+  // it), 1.625x at k = 5, so the flag is at step 304 (patience 1), and only one (an episode).
+  Series jump = s;
+  const double level = 0.5;  // exact sums: the mean at k = 4 is 1.5x to the last bit
+  for (size_t i = 0; i < jump.rows(); ++i) jump.fixed_batch_loss[i] = i < 300 ? level : 2 * level;
+  const auto f = both(jump, nullptr, t);
+  const Flag* x = first_of(f, "fixed_batch_rise");
+  REQUIRE(x);
+  CHECK(x->step == 304);
+  CHECK(x->evidence[2].first == "ratio");
+  CHECK(x->evidence[2].second == Approx(1.625));
+  CHECK(std::count_if(f.begin(), f.end(), [](const Flag& y) { return y.detector == "fixed_batch_rise"; }) == 1);
+  // a log without the column, or with it all NaN (not measured), is silent
+  Series none = jump;
+  none.fixed_batch_loss.clear();
+  CHECK(first_of(both(none, nullptr, t), "fixed_batch_rise") == nullptr);
+  none.fixed_batch_loss.assign(jump.rows(), std::numeric_limits<double>::quiet_NaN());
+  CHECK(first_of(both(none, nullptr, t), "fixed_batch_rise") == nullptr);
 }
 
 TEST_CASE("grad_growth flags a gradient norm rising fast, not one drifting slowly") {
@@ -357,7 +401,8 @@ TEST_CASE("update_size flags a step that moves the weights by a large fraction o
 TEST_CASE("detector lists: names, the default set, 'all', unknown names") {
   CHECK(parse_detector_list("") == default_detectors());
   CHECK(parse_detector_list("default") == default_detectors());
-  CHECK(default_detectors() == std::vector<std::string>{"nonfinite", "attn_logit", "loss_rise", "update_size"});
+  CHECK(default_detectors() ==
+        std::vector<std::string>{"nonfinite", "attn_logit", "loss_rise", "update_size", "fixed_batch_rise"});
   CHECK(parse_detector_list("all") == detector_names());
   CHECK(parse_detector_list("attn_logit,nonfinite") == std::vector<std::string>{"attn_logit", "nonfinite"});
   CHECK_THROWS_WITH(parse_detector_list("nonfinite,bogus"), Catch::Contains("unknown detector 'bogus'"));

@@ -145,3 +145,37 @@ TEST_CASE("amax_staleness is the largest finite |x| over the history's amax, NaN
   g.forward(x.data(), w.data(), nullptr, y.data(), m, n, k, 1, false);
   CHECK(g.probes.amax_staleness == 3.5);
 }
+
+TEST_CASE("the fixed-batch loss is the held-out loss of the step's weights before its update, and changes no training bit") {
+  // GPT: evaluate() over the first N validation batches, called between two steps, is what
+  // the next step measures as its fixed-batch loss (the same batches, the same weights).
+  TrainConfig c = test::tiny_gpt("fp8-delayed", 1, 32, 2, 16, 6);
+  c.fixed_batches = 2;
+  c.eval_batches = 2;
+  Trainer t(c);
+  const StepMetrics m0 = t.step();
+  CHECK(std::isfinite(m0.fixed_batch_loss));
+  const double held_out = t.evaluate().loss;
+  const StepMetrics m1 = t.step();
+  CHECK(m1.fixed_batch_loss == held_out);
+  CHECK(m1.fixed_batch_loss != m0.fixed_batch_loss);  // the weights moved
+  // Delayed scaling keeps a history the probe's forwards must not add to: the training
+  // losses are those of a run that measures nothing, bit for bit, on both models.
+  TrainConfig gpt = test::tiny_gpt("fp8-delayed", 1, 32, 2, 16, 6);
+  gpt.steps = 6;
+  for (const TrainConfig& base : {gpt, small_mlp("fp8-delayed", 6)}) {
+    TrainConfig probed = base;
+    probed.fixed_batches = 3;
+    const auto a = run_steps(base), b = run_steps(probed);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      INFO("step " << i);
+      CHECK(a[i].loss == b[i].loss);
+      CHECK(std::isnan(a[i].fixed_batch_loss));
+      CHECK(std::isfinite(b[i].fixed_batch_loss));
+    }
+  }
+  TrainConfig bad = small_mlp("fp32", 2);
+  bad.fixed_batches = 2000;
+  CHECK_THROWS_WITH(bad.validate(), Catch::Contains("fixed_batches must be in [0, 1024]"));
+}

@@ -33,6 +33,8 @@ TEST_CASE("train: unknown mechanism, layer, detector; injection past the run's e
       {"--qk-norm", "needs --model gpt"},
       {"--master-weights bf8", "master-weights"},
       {"--optimizer-state fp4", "optimizer-state"},
+      {"--fixed-batches 2000", "fixed-batches"},
+      {"--fixed-batches -1", "fixed-batches"},
   };
   for (const auto& c : cases) {
     INFO(c.args);
@@ -48,7 +50,8 @@ TEST_CASE("thresholds files: unknown keys and wrong types are one line each") {
   write(dir / "unknown.json", R"({"attn_logit_growth": 2, "no_such_key": 1})");
   write(dir / "type.json", R"({"amax_staleness": "high"})");
   write(dir / "int.json", R"({"probe_baseline_rows": 2.5})");
-  for (const char* f : {"unknown.json", "type.json", "int.json"}) {
+  write(dir / "patience.json", R"({"fixed_batch_rise_patience": 0})");
+  for (const char* f : {"unknown.json", "type.json", "int.json", "patience.json"}) {
     INFO(f);
     CliResult r = run_lpx(std::string("train --model mlp --steps 5 --hidden 16 --batch 8 --stop-on-divergence --thresholds ") +
                               (dir / f).string(),

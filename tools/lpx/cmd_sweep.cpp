@@ -30,7 +30,7 @@
 //                                               "Sweeps on Slurm"); checked for any launcher
 //   }
 // Run keys are `lpx train` options: recipe model lr warmup batch steps eval_every
-// checkpoint_every stats_every weight_decay hidden activation preset layers channels heads
+// checkpoint_every stats_every fixed_batches weight_decay hidden activation preset layers channels heads
 // context threads data gemm, and the instability mechanisms (docs/recipes.md#instability-mechanisms):
 // qk_norm z_loss adam_eps master_weights optimizer_state inject inject_step inject_layer
 // inject_channel inject_magnitude.

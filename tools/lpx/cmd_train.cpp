@@ -59,7 +59,7 @@ std::string precision_line(sim::Trainer& t) {
 struct TrainArgs {
   std::string model = "mlp", recipe = "fp32", out, data, activation, device, preset, gemm;
   bool model_given = false;
-  int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1;
+  int64_t steps = 0, eval_every = 0, checkpoint_every = 0, stats_every = 1, abort_after = -1, fixed_batches = 0;
   bool stop_on_divergence = false;
   std::string thresholds;  // JSON file of divergence thresholds (defaults otherwise)
   std::string detectors;   // comma-separated detectors that may stop the run ("": all)
@@ -112,6 +112,7 @@ void run_train(const TrainArgs& a) {
     c.eval_every = a.eval_every;
     c.checkpoint_every = a.checkpoint_every;
     c.stats_every = a.stats_every;
+    c.fixed_batches = a.fixed_batches;
     c.weight_decay = a.weight_decay;
     if (device) c.device = *device;
     if (!a.gemm.empty()) c.gemm = sim::gemm_order_by_name(a.gemm);
@@ -249,6 +250,7 @@ void run_train(const TrainArgs& a) {
       r.output_logit_max = m.output_logit_max;
       r.act_outlier_ratio = m.act_outlier_ratio;
       r.amax_staleness = m.amax_staleness;
+      r.fixed_batch_loss = m.fixed_batch_loss;
       // the quantizer statistics as the log stores them (float32; NaN for a step without
       // statistics and for an operand the step did not quantize), so the online flags are
       // the offline ones
@@ -306,6 +308,9 @@ const bool registered = register_command(90, [](CLI::App& app) {
                   "both, so CPU and GPU losses are the same bit for bit (docs/kernels.md#ordered-gemms)")
       ->check(CLI::IsMember({"fast", "exact"}));
   cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");
+  cmd->add_option("--fixed-batches", a->fixed_batches,
+                  "Log the loss on the first N held-out batches at every step (0: off; for the fixed_batch_rise detector)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end; 0: only at the end)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--checkpoint-every", a->checkpoint_every,
@@ -337,7 +342,7 @@ const bool registered = register_command(90, [](CLI::App& app) {
                 "End the run (after a checkpoint) at the first online divergence flag");
   cmd->add_option("--thresholds", a->thresholds, "JSON file of divergence thresholds (with --stop-on-divergence)");
   cmd->add_option("--detectors", a->detectors,
-                  "Comma-separated detectors that may stop the run, or all (with --stop-on-divergence; default: nonfinite,attn_logit,loss_rise,update_size)");
+                  "Comma-separated detectors that may stop the run, or all (with --stop-on-divergence; default: nonfinite,attn_logit,loss_rise,update_size,fixed_batch_rise)");
   // Instability mechanisms (README "Divergence detection", docs/recipes.md#instability-mechanisms)
   cmd->add_flag("--qk-norm", a->qk_norm, "gpt: normalize queries and keys per head (bounds attention logits)");
   cmd->add_option("--z-loss", a->z_loss, "Add COEF * log(Z)^2 per row to the objective (keeps output logits bounded)")

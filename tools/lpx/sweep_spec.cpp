@@ -85,6 +85,7 @@ const std::map<std::string, KeyRule>& run_keys() {
       {"eval_every", {Kind::integer, 0, kEvery}},
       {"checkpoint_every", {Kind::integer, 0, kEvery}},
       {"stats_every", {Kind::integer, 0, kEvery}},
+      {"fixed_batches", {Kind::integer, 0, 1024}},
       {"layers", {Kind::integer, 1, 1024}},
       {"channels", {Kind::integer, 1, 1 << 16}},
       {"heads", {Kind::integer, 1, 1 << 16}},

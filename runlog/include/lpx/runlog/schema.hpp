@@ -62,6 +62,7 @@ struct StepMetrics {
   double output_logit_max = kNoValue;   // largest |output logit| of the step's batch
   double act_outlier_ratio = kNoValue;  // largest per-channel RMS / RMS of a layer input
   double amax_staleness = kNoValue;     // largest current amax / the delayed scale's amax
+  double fixed_batch_loss = kNoValue;   // loss on fixed held-out batches, before the update
 };
 // ... and every step of a run (what a reader gets): the same names, one array each.
 struct Metrics {
@@ -70,6 +71,7 @@ struct Metrics {
   std::vector<float> lr;
   std::vector<double> grad_norm, update_ratio, adam_rms, step_time_s;
   std::vector<double> attn_logit_max, output_logit_max, act_outlier_ratio, amax_staleness;
+  std::vector<double> fixed_batch_loss;
   size_t rows() const { return step.size(); }
 };
 // The columns, in file order: f(name, presence, member) for a StepMetrics or a Metrics.
@@ -88,6 +90,7 @@ void visit_metrics(M& m, F&& f) {
   f("output_logit_max", Presence::informational, m.output_logit_max);
   f("act_outlier_ratio", Presence::informational, m.act_outlier_ratio);
   f("amax_staleness", Presence::informational, m.amax_staleness);
+  f("fixed_batch_loss", Presence::informational, m.fixed_batch_loss);
 }
 
 // --- /eval: one row per evaluation --------------------------------------------------

@@ -40,6 +40,11 @@ struct TrainConfig {
   std::string data;          // "" : the Debian package's location
   int64_t eval_every = 0;    // 0: only at the end
   int64_t eval_batches = 0;  // gpt: validation windows / batch (0: 8); mlp: whole test set
+  // The loss on the same held-out batches at every step (StepMetrics::fixed_batch_loss),
+  // measured on the step's weights before its update: the training loss without the batch
+  // sampling noise, for the fixed_batch_rise detector (docs/recipes.md#divergence-signals).
+  // 0: not measured. mlp: the first N test batches; gpt: the first N validation batches.
+  int64_t fixed_batches = 0;
   int64_t checkpoint_every = 0;  // 0: only at the end (when there is a log)
   int64_t warmup = -1;       // -1: min(100, steps / 10)
   float min_lr_fraction = 0.1f;  // cosine decay to lr * this at the last step
@@ -106,6 +111,8 @@ class Trainer {
   void next_batch(uint64_t step);
   void set_up_injection();
   void inject_weight_outlier();
+  double fixed_batch_loss();
+  void fill_held_out_batch(Batch& b, int64_t index) const;
   int injected_layer_ = -1;
   TrainConfig cfg_;
   Recipe recipe_;
@@ -118,6 +125,7 @@ class Trainer {
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<runlog::RunLog> log_;
   Batch batch_;
+  Batch fixed_batch_;  // fixed_batch_loss's buffers, kept between steps
   int64_t step_ = 0;
   std::vector<double> losses_;
   std::vector<EvalMetrics> evals_;
