@@ -11,7 +11,9 @@ class Run:
     header           the root attributes (format, lpx_version, model, recipe,
                      recipe_json, config, param_table, seed)
     metrics          {column: 1-D array}, one row per step: step, loss, lr, grad_norm,
-                     update_ratio, adam_rms, step_time_s
+                     update_ratio, adam_rms, step_time_s, and where the log has them
+                     attn_logit_max, output_logit_max, act_outlier_ratio, amax_staleness,
+                     fixed_batch_loss (docs/runlog.md)
     eval             {column: 1-D array}, one row per evaluation: step, loss, accuracy
     quant            layers, layer_kinds, roles (lists), amax, flushed_pct,
                      saturated_pct, sqnr_db, clamped_blocks as (steps, layers, 6) arrays,
