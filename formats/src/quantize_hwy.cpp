@@ -550,7 +550,7 @@ constexpr int64_t kMaxColumnLanes = 512;
 // Power-of-two and e4m3 (NVFP4) scales. A tile holding NaN or Inf, an element whose
 // scaled value leaves float32's normal range (CastVec's scalar round-to-odd case), or an
 // e4m3 scale that underflowed to 0 (found before anything is written) returns false
-// untouched and takes the transposing path. rnd: room for rows * cols words (sr only).
+// untouched and takes the transposing path. rnd: room for cols words (sr only).
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
                       int64_t b_first, uint32_t* HWY_RESTRICT rnd, qd::BlockTotals& t) {
@@ -613,24 +613,27 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
     }
   }
   for (int64_t j = 0; j < cols; ++j) job.store_scale(b_first + j, sc[j]);
-  if constexpr (is_stochastic(M))
-    for (int64_t r = 0; r < rows; ++r)
-      RandomFill(rnd + r * cols, static_cast<size_t>(cols), static_cast<uint64_t>(first + r * stride), k);
-  // Pass 2: cast row by row under the per-lane constants.
+  // Pass 2: cast row by row under the per-lane constants, each row in the tensor's order
+  // (x, codes and random words streamed; the constants are L1-resident arrays). Each
+  // row's random words are drawn just before it is cast, so they stay in L1 too. The
+  // constants are copied into a BlockConsts whose address never leaves this function
+  // (k's went to store_scale), so they can stay in registers.
+  const BlockConsts kc = k;
   LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
   QuantizeStats st;
-  for (int64_t g = 0; g < cols; g += N) {
-    const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = first + r * stride + g;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row = first + r * stride;
+    if constexpr (is_stochastic(M)) RandomFill(rnd, static_cast<size_t>(cols), static_cast<uint64_t>(row), k);
+    for (int64_t g = 0; g < cols; g += N) {
+      const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
       VI rv = hn::Zero(di);
-      if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + r * cols + g));
+      if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + g));
       // sc[g] stands in for the lane's scale: CastVec reads it only in the scalar case,
       // which pass 1 excluded.
-      CastVec<M, kInt, kPow2, kFast>(job, k, i, static_cast<size_t>(N), hn::BitCast(di, hn::LoadU(df, job.x + i)),
-                                     rv, bv, sc[g], lc, st);
+      CastVec<M, kInt, kPow2, kFast>(job, kc, row + g, static_cast<size_t>(N),
+                                     hn::BitCast(di, hn::LoadU(df, job.x + row + g)), rv, bv, sc[g], lc, st);
     }
-    CountVectors(lc, st, rows);
+    CountVectors(lc, st, cols / N);
   }
   FinishCounts(lc, st, t);
   t.clamped += clamped;

@@ -204,7 +204,7 @@ void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t 
 // column j is block b_first + j) with the lanes along the rows, without transposing:
 // power-of-two scales, no NaN/Inf and no tiny scaled value in the tile (else it returns
 // false having written nothing). Stores scales and codes, adds to t. rnd: room for
-// rows * cols words (sr).
+// cols words (sr: one row's words at a time).
 bool simd_quantize_columns(const BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
                            int64_t b_first, uint32_t* rnd, BlockTotals& t);
 // Pass 1 of per-tensor and two-level (NVFP4) scaling: the Amax of the flat run
