@@ -99,3 +99,27 @@ TEST_CASE("online and offline detection agree on a run with the new detectors; -
   CHECK_THAT(stop.out, Catch::Contains("stopped at step " + std::to_string(first + 1) + " of 40: step " +
                                        std::to_string(first) + ": " + det));
 }
+
+TEST_CASE("--fixed-batches: fixed_batch_rise flags the same step online and offline, with the default detectors") {
+  TempDir dir;
+  // a weight outlier at step 30 under BF16: the loss on the fixed held-out batches jumps at
+  // that step (the outlier is in the weights it is measured on)
+  const std::string common = "train --model mlp --steps 40 --hidden 32 --batch 16 --threads 1 --recipe bf16 "
+                             "--inject weight --inject-step 30 --inject-layer fc0 --inject-magnitude 1000 ";
+  std::filesystem::create_directories(dir / "full");
+  REQUIRE(run_lpx(common + "--fixed-batches 2 --out " + (dir / "full" / "run.h5").string(), dir).status == 0);
+  const CliResult rep = run_lpx("report " + (dir / "full").string() + " --format json", dir);
+  REQUIRE(rep.status == 0);
+  const auto j = nlohmann::json::parse(rep.out)["runs"];
+  REQUIRE(j.size() == 1);
+  REQUIRE(j[0]["flagged"] == true);
+  CHECK(j[0]["first_flag_step"] == 30);
+  CHECK(j[0]["first_flag_detector"] == "fixed_batch_rise");
+  const CliResult stop = run_lpx(common + "--fixed-batches 2 --stop-on-divergence --out " + (dir / "stop.h5").string(), dir);
+  REQUIRE(stop.status == 0);
+  CHECK_THAT(stop.out, Catch::Contains("stopped at step 31 of 40: step 30: fixed_batch_rise"));
+  // without the column the detector has nothing to read
+  const CliResult plain = run_lpx(common + "--stop-on-divergence --out " + (dir / "plain.h5").string(), dir);
+  REQUIRE(plain.status == 0);
+  CHECK_THAT(plain.out, !Catch::Contains("fixed_batch_rise"));
+}
