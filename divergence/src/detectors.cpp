@@ -27,12 +27,13 @@ constexpr double kMadToSigma = 1.4826;
 enum Det : int {
   nonfinite, loss_spike, grad_spike, reference_gap, adam_rms, update_drift, underflow_growth, saturation,
   attn_logit, output_logit, act_outlier, amax_staleness, loss_rise, grad_growth, update_size, fixed_batch_rise,
-  kDetCount
+  ramp_rise, kDetCount
 };
 const char* const kDetNames[kDetCount] = {"nonfinite",    "loss_spike",   "grad_spike",       "reference_gap",
                                           "adam_rms",     "update_drift", "underflow_growth", "saturation",
                                           "attn_logit",   "output_logit", "act_outlier",      "amax_staleness",
-                                          "loss_rise",    "grad_growth",  "update_size",      "fixed_batch_rise"};
+                                          "loss_rise",    "grad_growth",  "update_size",      "fixed_batch_rise",
+                                          "ramp_rise"};
 
 // The growth detectors' thresholds, by detector.
 double growth_factor(const Thresholds& t, int det) {
@@ -98,6 +99,7 @@ void check(const Thresholds& t) {
   positive(t.probe_baseline_rows, "probe_baseline_rows");
   positive(t.loss_rise_patience, "loss_rise_patience");
   positive(t.fixed_batch_rise_patience, "fixed_batch_rise_patience");
+  positive(t.ramp_rise_patience, "ramp_rise_patience");
   if (t.adam_rms_from < 0)
     throw std::invalid_argument(fmt::format("thresholds: adam_rms_from must be >= 0 (got {})", t.adam_rms_from));
   if (t.probe_baseline_from < 0)
@@ -155,7 +157,7 @@ const std::vector<std::string>& detector_names() {
 
 const std::vector<std::string>& default_detectors() {
   static const std::vector<std::string> names{"nonfinite", "attn_logit", "loss_rise", "update_size",
-                                              "fixed_batch_rise"};
+                                              "fixed_batch_rise", "ramp_rise"};
   return names;
 }
 
@@ -215,7 +217,8 @@ std::string Flag::describe() const {
   X(saturated_pct) X(saturated_growth_pp) X(adam_rms) X(adam_rms_from) X(update_drift_factor) \
   X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
   X(act_outlier_growth) X(amax_staleness) X(loss_rise_factor) X(loss_rise_patience) X(grad_norm_growth) X(update_ratio_max) \
-  X(fixed_batch_rise_factor) X(fixed_batch_rise_patience) X(diverged_factor) X(diverged_patience)
+  X(fixed_batch_rise_factor) X(fixed_batch_rise_patience) X(ramp_rise_factor) \
+  X(ramp_rise_patience) X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
   const nlohmann::json j = io::parse_json(text, "thresholds");  // size, depth, duplicate keys
@@ -283,12 +286,14 @@ struct Monitor::State {
   // growth detectors: every finite value so far, by detector
   std::vector<double> probe[kDetCount];
   int64_t adam_seen = 0;  // finite adam_rms values so far
-  // loss_rise and fixed_batch_rise: the last `smooth` values, the lowest trailing mean, steps above
+  // loss_rise, fixed_batch_rise and ramp_rise: the last `smooth` values, the lowest
+  // trailing mean, steps above; the previous step's learning rate
   struct Rise {
     std::deque<double> win;
     double best = kNaN;
     int count = 0;
-  } loss_rise_state, fixed_rise_state;
+  } loss_rise_state, fixed_rise_state, ramp_rise_state;
+  double prev_lr = kNaN;
   int64_t rows = 0;
 };
 
@@ -411,15 +416,16 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
   growth_step(r.output_logit_max, output_logit);
   growth_step(r.act_outlier_ratio, act_outlier);
   growth_step(r.grad_norm, grad_growth);
-  // loss_rise and fixed_batch_rise: the trailing mean of the loss (of the fixed-batch loss)
-  // above a factor of its lowest so far, for `patience` steps
+  // loss_rise, fixed_batch_rise, ramp_rise: the trailing mean of the loss (of the
+  // fixed-batch loss) above a factor of its lowest so far, for `patience` steps at which
+  // `judge` holds (a step where it does not resets the count)
   const int64_t row = s.rows++;
-  auto rise_step = [&](State::Rise& st, double x, int det, double factor, int patience, bool stand_down) {
+  auto rise_step = [&](State::Rise& st, double x, int det, double factor, int patience, bool judge) {
     st.win.push_back(x);
     if (st.win.size() > static_cast<size_t>(t.smooth)) st.win.pop_front();
     const double lm = trailing_mean(st.win.begin(), st.win.end());
     if (!std::isfinite(lm)) return;  // a non-finite mean is not evaluated (nonfinite flags the loss)
-    const bool judged = row >= t.min_history && std::isfinite(st.best) && !stand_down;
+    const bool judged = row >= t.min_history && std::isfinite(st.best) && judge;
     st.count = judged && lm > factor * st.best ? st.count + 1 : 0;
     if (s.ep[det].rise(st.count >= patience))
       out.push_back(make_flag(r.step, det,
@@ -429,9 +435,12 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
   // loss_rise stands down at a step that measured the fixed-batch loss: the same rise without
   // the batch noise, which is what made loss_rise flag healthy runs
   rise_step(s.loss_rise_state, r.loss, loss_rise, t.loss_rise_factor, t.loss_rise_patience,
-            std::isfinite(r.fixed_batch_loss));
+            !std::isfinite(r.fixed_batch_loss));
   rise_step(s.fixed_rise_state, r.fixed_batch_loss, fixed_batch_rise, t.fixed_batch_rise_factor,
-            t.fixed_batch_rise_patience, false);
+            t.fixed_batch_rise_patience, true);
+  rise_step(s.ramp_rise_state, r.fixed_batch_loss, ramp_rise, t.ramp_rise_factor, t.ramp_rise_patience,
+            r.lr > s.prev_lr);  // false while either is NaN
+  s.prev_lr = r.lr;
   if (std::isfinite(r.amax_staleness) && s.ep[amax_staleness].rise(r.amax_staleness > t.amax_staleness))
     out.push_back(make_flag(r.step, amax_staleness, {{"amax_over_scale_amax", r.amax_staleness}}));
   // per-layer statistics: underflow_growth on the gradient operands, saturation on all
@@ -665,9 +674,9 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
   growth(run.output_logit_max, output_logit);
   growth(run.act_outlier_ratio, act_outlier);
   growth(run.grad_norm, grad_growth);
-  // loss_rise, fixed_batch_rise
+  // loss_rise, fixed_batch_rise, ramp_rise (as online: `judge(i)` gates step i)
   auto rise = [&](const std::vector<double>& x, int det, double factor, int patience,
-                  const std::vector<double>* stand_down) {
+                  const auto& judge) {
     std::vector<std::optional<bool>> c(n);
     std::vector<double> lm(n, kNaN), best(n, kNaN);
     std::vector<int> count(n);
@@ -678,7 +687,7 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
       lm[i] = trailing_mean(x.begin() + static_cast<std::ptrdiff_t>(lo), x.begin() + static_cast<std::ptrdiff_t>(i + 1));
       if (!std::isfinite(lm[i])) continue;
       const bool judged = i >= static_cast<size_t>(t.min_history) && std::isfinite(b) &&
-                          !(stand_down && i < stand_down->size() && std::isfinite((*stand_down)[i]));
+                          judge(i);
       k = judged && lm[i] > factor * b ? k + 1 : 0;
       count[i] = k;
       best[i] = b;
@@ -689,8 +698,12 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
       return {{"loss_mean", lm[i]}, {"best", best[i]}, {"ratio", lm[i] / best[i]}, {"steps_above", count[i]}};
     }, out);
   };
-  rise(run.loss, loss_rise, t.loss_rise_factor, t.loss_rise_patience, &run.fixed_batch_loss);  // as online
-  rise(run.fixed_batch_loss, fixed_batch_rise, t.fixed_batch_rise_factor, t.fixed_batch_rise_patience, nullptr);
+  const auto& fb = run.fixed_batch_loss;
+  rise(run.loss, loss_rise, t.loss_rise_factor, t.loss_rise_patience,
+       [&](size_t i) { return !(i < fb.size() && std::isfinite(fb[i])); });
+  rise(fb, fixed_batch_rise, t.fixed_batch_rise_factor, t.fixed_batch_rise_patience, [](size_t) { return true; });
+  rise(fb, ramp_rise, t.ramp_rise_factor, t.ramp_rise_patience,
+       [&](size_t i) { return i > 0 && i < run.lr.size() && run.lr[i] > run.lr[i - 1]; });
   if (!run.amax_staleness.empty()) {
     std::vector<std::optional<bool>> c(n);
     for (size_t i = 0; i < n && i < run.amax_staleness.size(); ++i)

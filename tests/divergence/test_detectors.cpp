@@ -371,6 +371,40 @@ TEST_CASE("fixed_batch_rise: the fixed-batch loss's trailing mean over its best,
   CHECK(first_of(both(none, nullptr, t), "fixed_batch_rise") == nullptr);
 }
 
+TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate still rises; never under a falling rate") {
+  const Thresholds t;
+  Series s = healthy(21);
+  add_probes(s, 22);
+  // A rate that keeps rising to the end (a long warmup), and a fixed-batch loss that sits
+  // at 0.5 and, from step 300, at 0.5 * 1.5: its trailing mean passes 1.3x its best when
+  // (8 - k + 1.5 k) / 8 > 1.3, at k = 5 (1.3125): step 304.
+  for (size_t i = 0; i < s.rows(); ++i) {
+    s.lr[i] = 1e-4 * static_cast<double>(i + 1);
+    s.fixed_batch_loss[i] = i < 300 ? 0.5 : 0.75;
+  }
+  const auto f = both(s, nullptr, t);
+  const Flag* x = first_of(f, "ramp_rise");
+  REQUIRE(x);
+  CHECK(x->step == 304);
+  CHECK(x->evidence[2].second == Approx(1.3125));
+  // fixed_batch_rise's factor (1.5) is never passed: it stays silent
+  CHECK(first_of(f, "fixed_batch_rise") == nullptr);
+  // the same loss under the healthy run's schedule (warmup to step 40, then a falling rate)
+  Series decaying = healthy(21);
+  add_probes(decaying, 22);
+  decaying.fixed_batch_loss = s.fixed_batch_loss;
+  CHECK(first_of(both(decaying, nullptr, t), "ramp_rise") == nullptr);
+  // a rate that stops rising resets the count: a flat rate from step 302 on (two rising
+  // steps above the factor are fewer than a patience of 3)
+  Thresholds t3 = t;
+  t3.ramp_rise_patience = 3;
+  Series plateau = s;
+  for (size_t i = 302; i < plateau.rows(); ++i) plateau.lr[i] = plateau.lr[301];
+  for (size_t i = 0; i < plateau.rows(); ++i) plateau.fixed_batch_loss[i] = i < 296 ? 0.5 : 0.75;
+  CHECK(first_of(both(plateau, nullptr, t3), "ramp_rise") == nullptr);
+  CHECK(first_of(both(s, nullptr, t3), "ramp_rise") != nullptr);
+}
+
 TEST_CASE("grad_growth flags a gradient norm rising fast, not one drifting slowly") {
   const Thresholds t;
   Series s = healthy(13);
@@ -402,7 +436,8 @@ TEST_CASE("detector lists: names, the default set, 'all', unknown names") {
   CHECK(parse_detector_list("") == default_detectors());
   CHECK(parse_detector_list("default") == default_detectors());
   CHECK(default_detectors() ==
-        std::vector<std::string>{"nonfinite", "attn_logit", "loss_rise", "update_size", "fixed_batch_rise"});
+        std::vector<std::string>{"nonfinite", "attn_logit", "loss_rise", "update_size", "fixed_batch_rise",
+                                 "ramp_rise"});
   CHECK(parse_detector_list("all") == detector_names());
   CHECK(parse_detector_list("attn_logit,nonfinite") == std::vector<std::string>{"attn_logit", "nonfinite"});
   CHECK_THROWS_WITH(parse_detector_list("nonfinite,bogus"), Catch::Contains("unknown detector 'bogus'"));

@@ -56,6 +56,13 @@
 //                      every step, so the batch-sampling noise that makes the training loss
 //                      jump +-50% on a batch of 64 is gone, and the rise shows before the
 //                      noisy training loss confirms it. Silent for runs that did not log it.
+//   ramp_rise          the fixed-batch loss's trailing mean above a lower factor of its best
+//                      at a step where the learning rate is still rising (warmup): the
+//                      learning-rate range test's signal (Smith 2017, "Cyclical Learning
+//                      Rates for Training Neural Networks", arXiv:1506.01186: as the rate
+//                      is raised, the loss stops falling and turns up where the rate leaves
+//                      its stable range, before it blows up). A schedule that is not rising
+//                      (constant, decaying) is never judged.
 // "Current" is the median of the last `smooth` finite values; "baseline" the median of the
 // `probe_baseline_rows` finite values just before them (trailing, so healthy learning, which
 // grows these probes several-fold over a run, moves the baseline with it: the detectors flag
@@ -149,6 +156,11 @@ struct Thresholds {
   // factor and smoothing on the fixed-batch loss, one step above it)
   double fixed_batch_rise_factor = 1.5;  // trailing-mean fixed-batch loss / its lowest so far
   int fixed_batch_rise_patience = 1;     // consecutive steps above it that flag
+  // ramp_rise (fourth pass, second half, chosen on seeds 0-4 from factors 1.1-1.3 and
+  // patience 1-5: the fewest non-diverged MLP runs flagged, 3 of 66, all at a learning rate
+  // ramped to 30x, among the settings catching 90% of the diverged ones; GPT: none flagged)
+  double ramp_rise_factor = 1.3;   // trailing-mean fixed-batch loss / its lowest so far
+  int ramp_rise_patience = 1;      // consecutive rising-rate steps above it that flag
   // Ground truth (judge()).
   double diverged_factor = 1.5;      // smoothed loss / its own lowest smoothed loss so far
   int diverged_patience = 10;        // consecutive steps (or to the end of the run)
@@ -242,13 +254,14 @@ Outcome judge(const Series& run, const Series* reference, const Thresholds& t,
 const std::vector<std::string>& detector_names();
 
 // The detectors that flag by default (`lpx train --stop-on-divergence`, `lpx report`):
-// nonfinite, attn_logit, loss_rise, update_size and fixed_batch_rise. The third pass chose
+// nonfinite, attn_logit, loss_rise, update_size, fixed_batch_rise and ramp_rise. The third pass chose
 // the first four on the tuning data alone (the corpus' seeds 0-2, README "Divergence
 // detection"): no healthy run flagged, every diverged GPT run and 8 of 22 MLP runs flagged
 // ahead; the other eleven add four MLP runs caught and all the flags on healthy runs. The
 // fourth pass added fixed_batch_rise (tuning seeds 0-4: 36 of 45 MLP runs caught ahead, 4
-// of 66 healthy runs flagged, against 19 and 5 without it). The others still run under
-// "all" or by name.
+// of 66 healthy runs flagged, against 19 and 5 without it), then ramp_rise (33 of 35
+// lr-driven MLP divergences caught ahead, README "Divergence detection"). The others still
+// run under "all" or by name.
 const std::vector<std::string>& default_detectors();
 
 // The detectors named in a comma-separated list ("" or "default": default_detectors();
