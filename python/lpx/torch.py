@@ -310,9 +310,9 @@ def apply_recipe(model, recipe, seed=0, log=None, head="last", model_name="torch
     RHT signs. log: a path to write the HDF5 run log (runlog/, readable by `lpx report`
     and lpx.runs.load). thresholds: the detectors' thresholds as JSON text (the format of
     `lpx report --thresholds`; default the built-in ones). detectors: the detectors whose
-    flags step() returns, as `lpx train --detectors`: None for the default five (nonfinite,
-    attn_logit, loss_rise, update_size, fixed_batch_rise; the last stays silent here, as
-    the handle measures no fixed-batch loss), "all", or names (a list or a comma-separated str).
+    flags step() returns, as `lpx train --detectors`: None for the default six (nonfinite,
+    attn_logit, loss_rise, update_size, fixed_batch_rise, ramp_rise; the last two stay
+    silent here, as the handle measures no fixed-batch loss), "all", or names (a list or a comma-separated str).
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, not {type(model).__name__}")

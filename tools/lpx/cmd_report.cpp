@@ -971,7 +971,7 @@ const bool registered = register_command(92, [](CLI::App& app) {
   cmd->add_option("--format", a->format, "html (writes DIR/report.html) | md | json (to stdout)")->capture_default_str();
   cmd->add_option("--reference", a->reference, "The reference run (name or path); default: the sweep's, else fp32, else bf16");
   cmd->add_option("--thresholds", a->thresholds, "Detector thresholds as JSON (default: the sweep spec's \"detectors\")");
-  cmd->add_option("--detectors", a->detectors, "Comma-separated detectors to run, or all (default: nonfinite,attn_logit,loss_rise,update_size,fixed_batch_rise; README \"Divergence detection\")");
+  cmd->add_option("--detectors", a->detectors, "Comma-separated detectors to run, or all (default: nonfinite,attn_logit,loss_rise,update_size,fixed_batch_rise,ramp_rise; README \"Divergence detection\")");
   cmd->add_flag("--corpus", a->corpus,
                 "Labelled corpus: recall, false positives and lead times per mechanism (run-name prefix) and detector");
   cmd->add_option("--assets", a->assets, "tools/report folder holding node_modules (default: found from the binary)");

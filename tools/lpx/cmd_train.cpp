@@ -309,7 +309,7 @@ const bool registered = register_command(90, [](CLI::App& app) {
       ->check(CLI::IsMember({"fast", "exact"}));
   cmd->add_option("--data", a->data, "Fashion-MNIST directory (mlp) or text file/directory (gpt)");
   cmd->add_option("--fixed-batches", a->fixed_batches,
-                  "Log the loss on the first N held-out batches at every step (0: off; for the fixed_batch_rise detector)")
+                  "Log the loss on the first N held-out batches at every step (0: off; for the fixed_batch_rise and ramp_rise detectors)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_option("--eval-every", a->eval_every, "Evaluate every N steps (and at the end; 0: only at the end)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
@@ -342,7 +342,7 @@ const bool registered = register_command(90, [](CLI::App& app) {
                 "End the run (after a checkpoint) at the first online divergence flag");
   cmd->add_option("--thresholds", a->thresholds, "JSON file of divergence thresholds (with --stop-on-divergence)");
   cmd->add_option("--detectors", a->detectors,
-                  "Comma-separated detectors that may stop the run, or all (with --stop-on-divergence; default: nonfinite,attn_logit,loss_rise,update_size,fixed_batch_rise)");
+                  "Comma-separated detectors that may stop the run, or all (with --stop-on-divergence; default: nonfinite,attn_logit,loss_rise,update_size,fixed_batch_rise,ramp_rise)");
   // Instability mechanisms (README "Divergence detection", docs/recipes.md#instability-mechanisms)
   cmd->add_flag("--qk-norm", a->qk_norm, "gpt: normalize queries and keys per head (bounds attention logits)");
   cmd->add_option("--z-loss", a->z_loss, "Add COEF * log(Z)^2 per row to the objective (keeps output logits bounded)")
