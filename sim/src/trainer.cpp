@@ -363,54 +363,47 @@ void Trainer::fill_held_out_batch(Batch& b, int64_t index) const {
   }
 }
 
-EvalMetrics Trainer::evaluate() {
-  // Evaluation reads the quantizers' state (delayed scaling quantizes with the training
-  // history) but does not add to it: each batch's forward would push its amax, so the
-  // history is put back after every batch and training never depends on how often it is
-  // evaluated.
+// Mean loss over the first `nb` held-out batches at the current weights, and the number of
+// correct predictions and of predictions. It reads the quantizers' state (delayed scaling
+// quantizes with the training history) but does not add to it: each batch's forward would
+// push its amax, so the history is put back after every batch, and training never depends
+// on how often the held-out loss is measured.
+Trainer::HeldOut Trainer::held_out_loss(int64_t nb, Batch& b) {
   const QuantizerState trained = save_quantizer_state(*model_);
-  auto forget_eval = [&] {
-    if (trained.length > 0) set_quantizer_state(*model_, trained);
-  };
-  EvalMetrics e;
-  e.step = step_;
+  HeldOut h;
   double loss = 0;
-  int64_t correct = 0, count = 0, batches = 0;
-  Batch b;
-  const auto eval_step = static_cast<uint64_t>(step_);
-  const int64_t nb = cfg_.model.kind == ModelKind::mlp ? test_set_->n / cfg_.batch
-                                                        : (cfg_.eval_batches > 0 ? cfg_.eval_batches : 8);
   for (int64_t i = 0; i < nb; ++i) {
     fill_held_out_batch(b, i);
     int64_t c = 0;
-    loss += model_->evaluate(b, eval_step, &c);
-    forget_eval();
-    correct += c;
-    count += static_cast<int64_t>(b.y.size());
-    ++batches;
+    loss += model_->evaluate(b, static_cast<uint64_t>(step_), &c);
+    if (trained.length > 0) set_quantizer_state(*model_, trained);
+    h.correct += c;
+    h.count += static_cast<int64_t>(b.y.size());
   }
-  e.loss = batches ? loss / static_cast<double>(batches) : 0;
-  e.accuracy = count ? static_cast<double>(correct) / static_cast<double>(count) : 0;
+  h.loss = nb > 0 ? loss / static_cast<double>(nb) : runlog::kNoValue;
+  return h;
+}
+
+EvalMetrics Trainer::evaluate() {
+  const int64_t nb = cfg_.model.kind == ModelKind::mlp ? test_set_->n / cfg_.batch
+                                                        : (cfg_.eval_batches > 0 ? cfg_.eval_batches : 8);
+  Batch b;
+  const HeldOut h = held_out_loss(nb, b);
+  EvalMetrics e;
+  e.step = step_;
+  e.loss = nb > 0 ? h.loss : 0;
+  e.accuracy = h.count ? static_cast<double>(h.correct) / static_cast<double>(h.count) : 0;
   evals_.push_back(e);
   if (log_) log_->append_eval(e);
   return e;
 }
 
-// The loss on the first cfg.fixed_batches held-out batches (as evaluate(), leaving the
-// quantizers' state as it was), on the weights the step is about to update: the same
-// batches at every step, so the series moves only with the weights.
+// The loss on the first cfg.fixed_batches held-out batches, on the weights the step is
+// about to update: the same batches at every step, so the series moves only with the weights.
 double Trainer::fixed_batch_loss() {
-  const QuantizerState trained = save_quantizer_state(*model_);
   const int64_t nb = cfg_.model.kind == ModelKind::mlp ? std::min(cfg_.fixed_batches, test_set_->n / cfg_.batch)
                                                         : cfg_.fixed_batches;
-  Batch& b = fixed_batch_;
-  double loss = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    fill_held_out_batch(b, i);
-    loss += model_->evaluate(b, static_cast<uint64_t>(step_), nullptr);
-    if (trained.length > 0) set_quantizer_state(*model_, trained);
-  }
-  return nb > 0 ? loss / static_cast<double>(nb) : runlog::kNoValue;
+  return held_out_loss(nb, fixed_batch_).loss;
 }
 
 namespace {

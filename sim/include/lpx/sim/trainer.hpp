@@ -111,6 +111,11 @@ class Trainer {
   void next_batch(uint64_t step);
   void set_up_injection();
   void inject_weight_outlier();
+  struct HeldOut {
+    double loss = 0;
+    int64_t correct = 0, count = 0;
+  };
+  HeldOut held_out_loss(int64_t batches, Batch& buffers);
   double fixed_batch_loss();
   void fill_held_out_batch(Batch& b, int64_t index) const;
   int injected_layer_ = -1;
