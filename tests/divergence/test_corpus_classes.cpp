@@ -5,6 +5,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "report_divergence.hpp"
 
@@ -98,4 +102,51 @@ TEST_CASE("corpus classes: with two reference seeds, a run ending worse than the
   CHECK(j["overall"]["not_diverged_flag_rate"].get<double>() == Approx(0.5));
   CHECK(j["gap_flagged"].size() == 1);
   CHECK(j["false_positives"].empty());
+}
+
+// Reference values from outside the code under test: the Wilson intervals Newcombe published
+// for his four examples (Statistics in Medicine 17:857, 1998, table II: 81/263, 15/148, 0/20,
+// 1/29, to four places), and the closed forms at k = 0 ([0, z^2 / (n + z^2)]) and k = n.
+TEST_CASE("corpus figures: 95% Wilson intervals on recall and the false-positive rate") {
+  const double z2 = 1.959963984540054 * 1.959963984540054;
+  const auto none = lpx::cli::wilson_interval(0, 20);
+  CHECK(none.first == 0.0);
+  CHECK(none.second == Approx(z2 / (20 + z2)).epsilon(1e-12));  // 0.1611: one run in 20 is inside
+  const auto all = lpx::cli::wilson_interval(17, 17);
+  CHECK(all.first == Approx(17 / (17 + z2)).epsilon(1e-12));
+  CHECK(all.second == 1.0);
+  const std::vector<std::tuple<int, int, double, double>> newcombe = {{81, 263, 0.2553, 0.3662},
+                                                                      {15, 148, 0.0624, 0.1605},
+                                                                      {0, 20, 0.0, 0.1611},
+                                                                      {1, 29, 0.0061, 0.1718}};
+  for (const auto& [k, n, lo, hi] : newcombe) {
+    const auto ci = lpx::cli::wilson_interval(k, n);
+    CHECK(ci.first == Approx(lo).margin(6e-5));
+    CHECK(ci.second == Approx(hi).margin(6e-5));
+  }
+  const auto most = lpx::cli::wilson_interval(16, 17);
+  const auto mirror = lpx::cli::wilson_interval(1, 17);  // k and n - k mirror about 1/2
+  CHECK(mirror.first == Approx(1 - most.second).epsilon(1e-12));
+  CHECK(mirror.second == Approx(1 - most.first).epsilon(1e-12));
+  CHECK(std::isnan(lpx::cli::wilson_interval(0, 0).first));
+
+  // the summary carries them: 1 of 3 caught, 1 of 2 healthy runs flagged
+  const Thresholds t;
+  const Series s = steps(200);
+  std::vector<CorpusRun> runs;
+  runs.push_back(run("lrramp-a", s, 100, 60));
+  runs.push_back(run("lrramp-b", s, 100, -1));
+  runs.push_back(run("lrramp-c", s, 100, 120));
+  runs.push_back(run("healthy-a", s, -1, -1));
+  runs.push_back(run("healthy-b", s, -1, 150));
+  const auto j = lpx::cli::corpus_summary(runs, t, detector_names());
+  const auto r = lpx::cli::wilson_interval(1, 3);
+  CHECK(j["overall"]["recall_ci95"][0].get<double>() == r.first);
+  CHECK(j["overall"]["recall_ci95"][1].get<double>() == r.second);
+  CHECK(j["overall"]["false_positive_rate_ci95"][0].get<double>() ==
+        Approx(1 - j["overall"]["false_positive_rate_ci95"][1].get<double>()));
+  CHECK(j["by_detector"]["loss_spike"]["recall_ci95"].is_null() == false);
+  const std::string md = lpx::cli::corpus_markdown(j);
+  CHECK(md.find(fmt::format("1/3 (33%, {:.0f}-{:.0f}%)", 100 * r.first, 100 * r.second)) !=
+        std::string::npos);
 }

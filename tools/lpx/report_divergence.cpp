@@ -48,6 +48,12 @@ struct Figures {
     }
   }
 
+  static json interval(int k, int n) {
+    if (n <= 0) return nullptr;
+    const auto [lo, hi] = wilson_interval(k, n);
+    return json::array({lo, hi});
+  }
+
   static double median(std::vector<double> v) {
     if (v.empty()) return NAN;
     std::sort(v.begin(), v.end());
@@ -63,10 +69,12 @@ struct Figures {
     j["diverged_with_window"] = window;
     j["flagged_before_divergence"] = caught;
     j["recall"] = window ? num(static_cast<double>(caught) / window) : json(nullptr);
+    j["recall_ci95"] = interval(caught, window);
     j["recall_all_diverged"] = diverged ? num(static_cast<double>(caught) / diverged) : json(nullptr);
     j["healthy"] = healthy;
     j["healthy_flagged"] = healthy_flagged;
     j["false_positive_rate"] = healthy ? num(static_cast<double>(healthy_flagged) / healthy) : json(nullptr);
+    j["false_positive_rate_ci95"] = interval(healthy_flagged, healthy);
     j["gap"] = gap;
     j["gap_flagged"] = gap_flagged;
     j["not_diverged_flag_rate"] =
@@ -82,9 +90,24 @@ struct Figures {
 };
 
 std::string pct(const json& x) { return x.is_null() ? "-" : fmt::format("{:.0f}%", 100 * x.get<double>()); }
+// "94%, 73-99%": a rate with its 95% interval
+std::string pct_ci(const json& x, const json& ci) {
+  if (x.is_null()) return "-";
+  return fmt::format("{}, {:.0f}-{:.0f}%", pct(x), 100 * ci[0].get<double>(),
+                     100 * ci[1].get<double>());
+}
 std::string steps(const json& x) { return x.is_null() ? "-" : fmt::format("{:g}", x.get<double>()); }
 
 }  // namespace
+
+std::pair<double, double> wilson_interval(int k, int n) {
+  if (n <= 0) return {NAN, NAN};
+  const double z = 1.959963984540054;  // the standard normal's 97.5% quantile
+  const double nn = n, p = static_cast<double>(k) / nn, z2 = z * z;
+  const double center = (p + z2 / (2 * nn)) / (1 + z2 / nn);
+  const double half = z / (1 + z2 / nn) * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
+  return {std::max(0.0, center - half), std::min(1.0, center + half)};
+}
 
 double gap_band(const std::vector<CorpusRun>& runs, const std::string& model) {
   std::vector<double> finals;
@@ -202,15 +225,19 @@ std::string corpus_markdown(const json& s) {
                  s["definition"].get<std::string>());
   const auto row = [&](const std::string& name, const json& f) {
     fmt::format_to(out, "| {} | {}/{} ({}) | {} | {}/{} ({}) | {}/{} | {} | {} | {} | {} |\n", name,
-                   f["flagged_before_divergence"].get<int>(), f["diverged_with_window"].get<int>(), pct(f["recall"]),
-                   f["instant"].get<int>(), f["healthy_flagged"].get<int>(), f["healthy"].get<int>(),
-                   pct(f["false_positive_rate"]), f["gap_flagged"].get<int>(), f["gap"].get<int>(),
-                   steps(f["lead_median_steps"]), steps(f["lead_worst_steps"]), pct(f["lead_median_fraction"]),
+                   f["flagged_before_divergence"].get<int>(), f["diverged_with_window"].get<int>(),
+                   pct_ci(f["recall"], f["recall_ci95"]), f["instant"].get<int>(),
+                   f["healthy_flagged"].get<int>(), f["healthy"].get<int>(),
+                   pct_ci(f["false_positive_rate"], f["false_positive_rate_ci95"]),
+                   f["gap_flagged"].get<int>(), f["gap"].get<int>(), steps(f["lead_median_steps"]),
+                   steps(f["lead_worst_steps"]), pct(f["lead_median_fraction"]),
                    pct(f["lead_worst_fraction"]));
   };
   const char* head =
-      "| {} | diverged runs with an early window flagged before divergence (recall) | instant divergences | "
-      "healthy runs flagged (rate) | gap runs flagged | median lead (steps) | worst lead (steps) | median lead "
+      "| {} | diverged runs with an early window flagged before divergence (recall, 95% interval) "
+      "| "
+      "instant divergences | healthy runs flagged (rate, 95% interval) | gap runs flagged | median "
+      "lead (steps) | worst lead (steps) | median lead "
       "(fraction of steps to divergence) | worst lead (fraction) |\n"
       "|---|---|---|---|---|---|---|---|---|\n";
   fmt::format_to(out, fmt::runtime(head), "mechanism");

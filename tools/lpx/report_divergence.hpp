@@ -1,7 +1,9 @@
 // The labelled-corpus part of `lpx report` (README "Divergence detection"): each run's
 // verdict (diverged | gap | ok) and, with --corpus, detection figures per mechanism and per
 // detector: recall (diverged runs flagged before they diverge), the rate of healthy runs
-// flagged, and lead times in steps and as a fraction of the steps to divergence.
+// flagged, and lead times in steps and as a fraction of the steps to divergence. Recall and
+// the false-positive rate carry 95% Wilson score intervals: a held-out set has tens of runs,
+// where one run moves a rate by several points, so a target is read against the interval.
 //
 // Classes of the labelled runs (each non-reference run is in exactly one):
 //   diverged, with an early window  judge() found a divergence step d, and a flag could have
@@ -29,6 +31,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -59,6 +62,11 @@ std::string verdict(const CorpusRun& r, double band);
 
 // Why a diverged run has no early window ("" when it has one, or did not diverge).
 std::string instant_reason(const CorpusRun& r);
+
+// The 95% Wilson score interval of k successes in n trials (Wilson 1927, JASA 22:209),
+// {lo, hi} within [0, 1]; {NaN, NaN} for n = 0. Unlike the normal approximation it stays
+// inside [0, 1] and is not empty at k = 0 or k = n, the cases a detector aims for.
+std::pair<double, double> wilson_interval(int k, int n);
 
 // The figures over `runs` (references left out) for the detectors in `enabled`.
 nlohmann::ordered_json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresholds& t,
