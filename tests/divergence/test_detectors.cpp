@@ -351,17 +351,17 @@ TEST_CASE("fixed_batch_rise: the fixed-batch loss's trailing mean over its best,
   add_probes(s, seed + 5);
   CHECK(first_of(both(s, nullptr, t), "fixed_batch_rise") == nullptr);
   // From step 300 the fixed-batch loss doubles and stays there. Its 8-step trailing mean is
-  // (8 - k + 2k) / 8 of the level after k doubled values: 1.5x its best at k = 4 (not above
-  // it), 1.625x at k = 5, so the flag is at step 304 (patience 1), and only one (an episode).
+  // (8 - k + 2k) / 8 of the level after k doubled values: 1.75x its best at k = 6 (not above
+  // it), 1.875x at k = 7, so the flag is at step 306 (patience 1), and only one (an episode).
   Series jump = s;
-  const double level = 0.5;  // exact sums: the mean at k = 4 is 1.5x to the last bit
+  const double level = 0.5;  // exact sums: the mean at k = 6 is 1.75x to the last bit
   for (size_t i = 0; i < jump.rows(); ++i) jump.fixed_batch_loss[i] = i < 300 ? level : 2 * level;
   const auto f = both(jump, nullptr, t);
   const Flag* x = first_of(f, "fixed_batch_rise");
   REQUIRE(x);
-  CHECK(x->step == 304);
+  CHECK(x->step == 306);
   CHECK(x->evidence[2].first == "ratio");
-  CHECK(x->evidence[2].second == Approx(1.625));
+  CHECK(x->evidence[2].second == Approx(1.875));
   CHECK(std::count_if(f.begin(), f.end(), [](const Flag& y) { return y.detector == "fixed_batch_rise"; }) == 1);
   // a log without the column, or with it all NaN (not measured), is silent
   Series none = jump;
@@ -377,7 +377,8 @@ TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate stil
   add_probes(s, 22);
   // A rate that keeps rising to the end (a long warmup), and a fixed-batch loss that sits
   // at 0.5 and, from step 300, at 0.5 * 1.5: its trailing mean passes 1.3x its best when
-  // (8 - k + 1.5 k) / 8 > 1.3, at k = 5 (1.3125): step 304.
+  // (8 - k + 1.5 k) / 8 > 1.3, from k = 5 (1.3125) on; the second such step (patience 2) is
+  // k = 6 (1.375): step 305.
   for (size_t i = 0; i < s.rows(); ++i) {
     s.lr[i] = 1e-4 * static_cast<double>(i + 1);
     s.fixed_batch_loss[i] = i < 300 ? 0.5 : 0.75;
@@ -385,9 +386,9 @@ TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate stil
   const auto f = both(s, nullptr, t);
   const Flag* x = first_of(f, "ramp_rise");
   REQUIRE(x);
-  CHECK(x->step == 304);
-  CHECK(x->evidence[2].second == Approx(1.3125));
-  // fixed_batch_rise's factor (1.5) is never passed: it stays silent
+  CHECK(x->step == 305);
+  CHECK(x->evidence[2].second == Approx(1.375));
+  // fixed_batch_rise's factor (1.75) is never passed: it stays silent
   CHECK(first_of(f, "fixed_batch_rise") == nullptr);
   // the same loss under the healthy run's schedule (warmup to step 40, then a falling rate)
   Series decaying = healthy(21);
