@@ -122,4 +122,13 @@ TEST_CASE("--fixed-batches: fixed_batch_rise flags the same step online and offl
   const CliResult plain = run_lpx(common + "--stop-on-divergence --out " + (dir / "plain.h5").string(), dir);
   REQUIRE(plain.status == 0);
   CHECK_THAT(plain.out, !Catch::Contains("fixed_batch_rise"));
+  // ... and the run says so, once, where the default detectors include the two that read it
+  const std::string note = "stay silent without --fixed-batches N";
+  CHECK_THAT(plain.err, Catch::Contains(note));
+  CHECK(plain.err_lines() == 1);
+  CHECK_THAT(stop.err, !Catch::Contains(note));
+  const CliResult spikes =
+      run_lpx(common + "--stop-on-divergence --detectors loss_spike --out " + (dir / "spikes.h5").string(), dir);
+  REQUIRE(spikes.status == 0);
+  CHECK_THAT(spikes.err, !Catch::Contains(note));
 }

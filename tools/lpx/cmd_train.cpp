@@ -5,6 +5,7 @@
 // the GEMMs' reduction order so that CPU and GPU runs give the same losses bit for bit.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -205,6 +206,16 @@ void run_train(const TrainArgs& a) {
       }
     }
     monitor.emplace(t, layer_names, role_names);
+    // Two of the default detectors read the fixed-batch loss; without it they cannot fire,
+    // and a user who did not ask for them should know the run is watched by fewer.
+    const bool wants_fixed = std::any_of(enabled.begin(), enabled.end(), [](const std::string& d) {
+      return d == "fixed_batch_rise" || d == "ramp_rise";
+    });
+    if (wants_fixed && a.fixed_batches == 0)
+      std::fprintf(stderr,
+                   "train: note: fixed_batch_rise and ramp_rise read the loss on fixed held-out batches and stay "
+                   "silent without --fixed-batches N (README \"Divergence detection\"; loss_rise watches the "
+                   "training loss instead)\n");
   }
   const auto t0 = std::chrono::steady_clock::now();
   double next_line = a.progress_every;
