@@ -211,7 +211,7 @@ void run_train(const TrainArgs& a) {
     const bool wants_fixed = std::any_of(enabled.begin(), enabled.end(), [](const std::string& d) {
       return d == "fixed_batch_rise" || d == "ramp_rise";
     });
-    if (wants_fixed && a.fixed_batches == 0)
+    if (wants_fixed && trainer->config().fixed_batches == 0)  // a resumed run keeps its own
       std::fprintf(stderr,
                    "train: note: fixed_batch_rise and ramp_rise read the loss on fixed held-out batches and stay "
                    "silent without --fixed-batches N (README \"Divergence detection\"; loss_rise watches the "
