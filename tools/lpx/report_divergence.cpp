@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "report_study.hpp"
+
 namespace lpx::cli {
 
 namespace {
@@ -102,7 +104,7 @@ std::string steps(const json& x) { return x.is_null() ? "-" : fmt::format("{:g}"
 
 std::pair<double, double> wilson_interval(int k, int n) {
   if (n <= 0) return {NAN, NAN};
-  const double z = 1.959963984540054;  // the standard normal's 97.5% quantile
+  const double z = kNormalQuantile975;
   const double nn = n, p = static_cast<double>(k) / nn, z2 = z * z;
   const double center = (p + z2 / (2 * nn)) / (1 + z2 / nn);
   const double half = z / (1 + z2 / nn) * std::sqrt(p * (1 - p) / nn + z2 / (4 * nn * nn));
@@ -234,11 +236,10 @@ std::string corpus_markdown(const json& s) {
                    pct(f["lead_worst_fraction"]));
   };
   const char* head =
-      "| {} | diverged runs with an early window flagged before divergence (recall, 95% interval) "
-      "| "
-      "instant divergences | healthy runs flagged (rate, 95% interval) | gap runs flagged | median "
-      "lead (steps) | worst lead (steps) | median lead "
-      "(fraction of steps to divergence) | worst lead (fraction) |\n"
+      "| {} | diverged runs with an early window flagged before divergence (recall, 95% interval) | "
+      "instant divergences | healthy runs flagged (rate, 95% interval) | gap runs flagged | "
+      "median lead (steps) | worst lead (steps) | median lead (fraction of steps to divergence) | "
+      "worst lead (fraction) |\n"
       "|---|---|---|---|---|---|---|---|---|\n";
   fmt::format_to(out, fmt::runtime(head), "mechanism");
   for (auto it = s["by_mechanism"].begin(); it != s["by_mechanism"].end(); ++it) row(it.key(), it.value());

@@ -20,8 +20,8 @@ double t_quantile_975(int df) {
   if (df < 1) return NAN;
   if (df <= 30) return kTable[df - 1];
   // Beyond the table, the first terms of the Cornish-Fisher expansion around the normal
-  // quantile z = 1.95996: t = z + (z^3 + z) / (4 df) (error below 1e-3 for df > 30).
-  const double z = 1.959964;
+  // quantile z: t = z + (z^3 + z) / (4 df) (error below 1e-3 for df > 30).
+  const double z = kNormalQuantile975;
   return z + (z * z * z + z) / (4.0 * df);
 }
 

@@ -29,6 +29,10 @@
 
 namespace lpx::cli {
 
+// The standard normal's 0.975 quantile: the z of every two-sided 95% interval here (Student's t
+// beyond its table, Wilson's interval of a rate in report_divergence).
+inline constexpr double kNormalQuantile975 = 1.959963984540054;
+
 // The two-sided 95% quantile of Student's t with `df` degrees of freedom (df >= 1).
 double t_quantile_975(int df);
 
