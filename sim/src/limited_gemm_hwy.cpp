@@ -28,7 +28,7 @@
 // midpoints as s, and so does the double sum; all round to the one grid point between
 // them. s = Inf from finite operands means the exact sum is at least FLT_MAX + ulp/2,
 // which the definition rounds to 2^128 and casts to Inf. A NaN s is the same NaN in
-// double (same operands, same order), and its payload rounds alike in both widths.
+// double (same operands, same order), and both roundings pass a NaN through unchanged.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "limited_gemm_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -109,9 +109,15 @@ HWY_INLINE VF Midpoints(const Rounding& r, VF partial, VF p, VF s, VF rounded) {
 }
 
 // s rounded to nearest even on its bits: (bits + tie - 1 + lowest kept bit) & keep, with
-// u = bits + tie.
+// u = bits + tie. A NaN s stays s, as in round_mantissa_bits: on the bits, a NaN with
+// all-ones kept payload bits would carry into the sign and become a signed zero. (Only
+// the kSplit-off rerun and Midpoints take this path, so the select costs the hot loop
+// nothing: a NaN sum makes the tile's total non-finite.)
 HWY_INLINE VF RoundBits(const Rounding& r, VU bits, VU u) {
-  return hn::BitCast(DF(), hn::And(hn::Sub(u, hn::AndNot(hn::ShiftRightSame(bits, r.drop), r.one)), r.keep));
+  const DF df;
+  const VF s = hn::BitCast(df, bits);
+  const VF rounded = hn::BitCast(df, hn::And(hn::Sub(u, hn::AndNot(hn::ShiftRightSame(bits, r.drop), r.one)), r.keep));
+  return hn::IfThenElse(hn::IsNaN(s), s, rounded);
 }
 
 // Whether a lane of s = bits is a midpoint of the mb-bit grid: u = bits + tie has its

@@ -547,6 +547,47 @@ TEST_CASE("the exact order keeps Inf and NaN where the definition has them", "[g
 }
 
 
+// A GPU's arithmetic makes the NaN 0x7fffffff, whose widened payload has every kept bit
+// set: rounding its bits would carry into the sign and leave -0, so a NaN product would
+// vanish from the GPU's limited sum and not from the CPU's (x86 makes 0xffc00000). The
+// definition (reference_round) passes every NaN through; so must every executor.
+TEST_CASE("a NaN in a limited partial sum stays NaN, whatever its payload", "[gemm]") {
+  const float gpu_nan = std::bit_cast<float>(0x7fffffffu), neg_nan = std::bit_cast<float>(0xffffffffu);
+  for (int mb : {1, 3, 10, 13, 22}) {
+    INFO("mb " << mb);
+    CHECK(std::isnan(lpx::round_mantissa_bits(static_cast<double>(gpu_nan), mb)));
+    CHECK(std::isnan(lpx::round_mantissa_bits(std::bit_cast<double>(0xffffffffffffffffull), mb)));
+    CHECK(std::isnan(lpx::limited_add(0.0f, gpu_nan, 1.0f, mb)));
+    CHECK(std::isnan(lpx::limited_add(2.0f, 1.0f, neg_nan, mb)));
+  }
+  // the vectorized loop, which reruns a tile whose total is not finite on the bits
+  const int64_t m = 9, n = 37, k = 40;
+  std::vector<float> a(m * k), b(k * n), c0(m * n, 0.5f);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = std::sin(1.7f * static_cast<float>(i));
+  for (size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.3f * static_cast<float>(i));
+  a[4 * k + 11] = gpu_nan;  // row 4
+  b[3 * n + 20] = neg_nan;  // column 20
+  for (int mb : {3, 13, 22})
+    for (int64_t every : {int64_t{0}, int64_t{16}})
+      for (bool acc : {false, true}) {
+        INFO("mb " << mb << " every " << every << " acc " << acc);
+        std::vector<float> got = c0, want = c0;
+        gemm(Trans::n, Trans::n, a.data(), b.data(), got.data(), m, n, k, Accumulation{true, mb, static_cast<int>(every)}, acc);
+        reference_limited_gemm(Trans::n, Trans::n, a.data(), b.data(), want.data(), m, n, k, mb, every, acc);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const auto at = static_cast<size_t>(i * n + j);
+            const float dot = lpx::ordered_dot(a.data() + i * k, 1, b.data() + j, n, k, lpx::LimitedSum{mb, every},
+                                               c0[at], acc);
+            INFO("element " << i << ", " << j);
+            REQUIRE(std::isnan(want[at]) == (i == 4 || j == 20));
+            REQUIRE(std::isnan(got[at]) == std::isnan(want[at]));
+            REQUIRE(std::isnan(dot) == std::isnan(want[at]));
+            if (!std::isnan(want[at])) REQUIRE(std::bit_cast<uint32_t>(got[at]) == std::bit_cast<uint32_t>(want[at]));
+          }
+      }
+}
+
 TEST_CASE("ordered_dot's limited rule equals the limited accumulator's slow definition", "[gemm]") {
   const int64_t m = 40, n = 30, k = 260;
   std::vector<float> a(m * k), b(k * n), c0(m * n);

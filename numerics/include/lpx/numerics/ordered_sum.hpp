@@ -38,12 +38,14 @@ struct LimitedSum {
 // x rounded to nearest-even with mantissa_bits + 1 significant bits (0 <= mantissa_bits
 // < 52), on the bits of the double: add half of the dropped bits' weight minus one plus
 // the lowest kept bit (ties to even), then clear the dropped bits. A carry out of the
-// mantissa moves to the next binade; signed zero and Inf come out unchanged, and so does
-// a NaN unless the kept bits of its payload are all ones, where the carry runs through
-// the exponent into the sign and leaves a signed zero (every executor computes the same
-// integer sum, so they agree on that too). For a finite normal x this is
-// ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...), which
-// tests/sim/test_gradcheck.cpp holds it to. Branch-free, so loops over it vectorize.
+// mantissa moves to the next binade; signed zero and Inf come out unchanged. A NaN comes
+// out as itself: on the bits alone, a NaN whose kept payload bits are all ones would carry
+// through the exponent into the sign and leave a signed zero, and NaN payloads are the
+// executor's (a GPU makes 0x7fffffff, which widens to exactly such a NaN; x86 makes
+// 0xffc00000), so a NaN product would vanish from a GPU's sum and not from the CPU's.
+// For a finite normal x this is ldexp(nearbyint(ldexp(frexp(x), mantissa_bits + 1)), ...),
+// which tests/sim/test_gradcheck.cpp holds it to. Branch-free (the NaN case is a select),
+// so loops over it vectorize.
 LPX_HD inline double round_mantissa_bits(double x, int mantissa_bits) {
   const int drop = 52 - mantissa_bits;
   uint64_t b;
@@ -52,7 +54,7 @@ LPX_HD inline double round_mantissa_bits(double x, int mantissa_bits) {
   b = (b + half + ((b >> drop) & 1)) & ~((uint64_t{1} << drop) - 1);
   double r;
   std::memcpy(&r, &b, sizeof r);
-  return r;
+  return x != x ? x : r;
 }
 
 // One product into a limited partial sum.
