@@ -7,8 +7,10 @@
 // GEMMs: m = n = k = size, X·Wᵀ, FP8 (E4M3 x E4M3, E4M3 x E5M2, per-tensor scales) vs BF16,
 // and MXFP8 / NVFP4 / MXFP4 quantized operands through gemm(QuantizedOperand) (the path
 // the device takes is named in the row), bf16 output; float32 GEMMs in cuBLASLt's order
-// and in the ordered kernel's (--gemm exact, limited accumulation); inputs are
-// zero-filled (the GEMM's speed does not depend on the values).
+// and in the ordered kernel's (--gemm exact, limited accumulation). GEMM operands hold
+// real values (the cast input's pattern, encoded to each operand's type; scales near 1),
+// never zeros: a tensor core runs faster on zeros than on data. A GEMM that fails (a
+// cuBLASLt status) is reported in its row's `error` and the benchmark goes on.
 //
 // Host code: it drives the public device API (the CUDA module's launchers) and times each
 // path with the module's CUDA-event timer (backend.hpp, median_seconds).
@@ -151,17 +153,28 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
   codes.reset();
 
   for (size_t s : opt.gemm_sizes) {
-    DeviceBuffer x(s * s * 2), w(s * s * 2), y(s * s * 2), tensor_scales(2 * sizeof(float));
-    fill_device(x.get(), 0, s * s * 2);
-    fill_device(w.get(), 0, s * s * 2);
-    const float one[2] = {1.0f, 1.0f};
+    // tensor_scales: X's at word 0, W's at word 4 (cuBLASLt wants each 16-byte aligned)
+    DeviceBuffer x(s * s * 2), w(s * s * 2), y(s * s * 2), yf(s * s * 4), tensor_scales(8 * sizeof(float)),
+        src(s * s * 4);
+    fill(src.get<float>(), s * s);
+    // x and w: src's values as codes of `f` (FP8 / FP4 one per byte, BF16 bits)
+    auto encode_operands = [&](const ElementFormat& f) {
+      CastOptions o;
+      encode_device(src.get<float>(), x.get(), s * s, f, o);
+      encode_device(src.get<float>(), w.get(), s * s, f, o);
+    };
+    const float one[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
     copy_to_device(tensor_scales.get(), one, sizeof(one));
     const double flops = 2.0 * static_cast<double>(s) * static_cast<double>(s) * static_cast<double>(s);
     auto add_gemm = [&](const std::string& name, const std::function<void()>& run) {
       GpuBenchRow r;
-      r.seconds = median_seconds(opt.repetitions, run);
       r.path = name;  // quantized operands: completed with the path that ran, below
-      r.tflops = flops / r.seconds / 1e12;
+      try {
+        r.seconds = median_seconds(opt.repetitions, run);
+        r.tflops = flops / r.seconds / 1e12;
+      } catch (const std::exception& e) {
+        r.error = e.what();
+      }
       rows.push_back(r);
     };
     struct Combo {
@@ -172,23 +185,34 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
                            Combo{"e4m3xe4m3", GemmDtype::e4m3, GemmDtype::e4m3},
                            Combo{"e4m3xe5m2", GemmDtype::e4m3, GemmDtype::e5m2}}) {
       const bool fp8 = c.xd != GemmDtype::bf16;
+      encode_operands(fp8 ? fmt8::e4m3fn : fmt16::bf16);
+      if (c.wd == GemmDtype::e5m2) {
+        CastOptions o;
+        encode_device(src.get<float>(), w.get(), s * s, fmt8::e5m2, o);
+      }
       const GemmOperand xo{x.get(), c.xd, fp8 ? tensor_scales.get<float>() : nullptr};
-      const GemmOperand wo{w.get(), c.wd, fp8 ? tensor_scales.get<float>() + 1 : nullptr};
+      const GemmOperand wo{w.get(), c.wd, fp8 ? tensor_scales.get<float>() + 4 : nullptr};
       add_gemm(std::string("gemm ") + c.name + " " + std::to_string(s),
                [&] { gemm(s, s, s, xo, wo, y.get(), GemmDtype::bf16); });
+      if (fp8)  // the same with a float32 output
+        add_gemm(std::string("gemm ") + c.name + " f32-out " + std::to_string(s),
+                 [&] { gemm(s, s, s, xo, wo, yf.get(), GemmDtype::f32); });
     }
     // Quantized operands through gemm(QuantizedOperand): whichever path this device takes
     // (named in the row), timed whole: scale tiling / FP4 packing or the BF16 dequantize
-    // included. Zero codes and scales; NVFP4's tensor scales read 1. The last pair is
-    // DeepSeek-V3's (X 1x128, W 128x128, float32 scales).
+    // included. Codes of the pattern's values; every scale code or word near 1 (e8m0 127
+    // is 1, e4m3 0x38 is 1, float32 0x3f3f3f3f is 0.75); NVFP4's tensor scales read 1. The
+    // last pair is DeepSeek-V3's (X 1x128, W 128x128, float32 scales).
     const size_t scale_bytes = s * s / 16 * 2;  // covers every pair's two grids
     DeviceBuffer sc(scale_bytes);
-    fill_device(sc.get(), 0, scale_bytes);
     for (const auto& [xs, ws] : {std::pair{"mxfp8_e4m3", "mxfp8_e4m3"}, {"nvfp4", "nvfp4"},
                                  {"mxfp4", "mxfp4"}, {"fp8_block128", "fp8_block128x128"}}) {
       QuantizedOperand xq, wq;
       xq.format = parse_block_format(xs);
       wq.format = parse_block_format(ws);
+      encode_operands(xq.format.element);
+      const ScaleFormat sf = xq.format.scale;
+      fill_device(sc.get(), sf == ScaleFormat::e8m0 ? 127 : sf == ScaleFormat::e4m3 ? 0x38 : 0x3f, scale_bytes);
       xq.codes = x.get<uint8_t>();
       wq.codes = w.get<uint8_t>();
       xq.scale_codes = sc.get<uint8_t>();
@@ -196,7 +220,7 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
       xq.scale_values = sc.get<float>();  // s * s / 128 words
       wq.scale_values = sc.get<float>() + s * s / 128;
       xq.tensor_scale = tensor_scales.get<float>();
-      wq.tensor_scale = tensor_scales.get<float>() + 1;
+      wq.tensor_scale = tensor_scales.get<float>() + 4;
       GemmPath path = GemmPath::automatic;
       add_gemm(std::string("gemm ") + xs + (std::string(xs) == ws ? "" : std::string(" x ") + ws) + " " +
                    std::to_string(s),
@@ -207,8 +231,8 @@ std::vector<GpuBenchRow> run_gpu_benchmarks(const GpuBenchOptions& opt) {
     // cuBLASLt's own order against the ordered kernel of --gemm exact and of limited
     // accumulation (13 mantissa bits, promoted every 128: a Hopper FP8 tensor core).
     DeviceBuffer fa(s * s * 4), fb(s * s * 4), fc(s * s * 4);
-    fill_device(fa.get(), 0, s * s * 4);
-    fill_device(fb.get(), 0, s * s * 4);
+    fill(fa.get<float>(), s * s);
+    fill(fb.get<float>(), s * s);
     const auto side = static_cast<int64_t>(s);
     for (const auto& [name, acc, order] :
          {std::tuple{"f32 fast (cuBLASLt)", LimitedSum{}, GemmOrder::fast},

@@ -17,12 +17,21 @@ bool is_fp8(GemmDtype d) { return d == GemmDtype::e4m3 || d == GemmDtype::e5m2; 
 
 // cuBLASLt's FP8 and block-scaled GEMMs need every matrix 16-byte aligned.
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// cuBLASLt's FP8 GEMMs need 16-byte aligned matrices, and per-tensor scale pointers
+// aligned alike: on an H200 (CUDA 13.0), a scale at 4 bytes past an allocation's start
+// made cublasLtMatmul return NOT_SUPPORTED after its heuristic had offered an algorithm.
+// Block scales are copied into cuBLASLt's layouts first (gemm.cu), so only per-tensor
+// scales, passed as they are, are checked.
+bool per_tensor_scale_aligned(const QuantizedOperand& q) {
+  return q.format.block.kind != BlockShape::Kind::tensor || q.scale_values == nullptr || aligned16(q.scale_values);
+}
 bool quantized_aligned(const QuantizedOperand& x, const QuantizedOperand& w, const void* y) {
-  return aligned16(x.codes) && aligned16(w.codes) && aligned16(y);
+  return aligned16(x.codes) && aligned16(w.codes) && aligned16(y) && per_tensor_scale_aligned(x) &&
+         per_tensor_scale_aligned(w);
 }
 std::string misaligned_message(const char* path) {
   return std::string("lpx::kernels::gemm: the ") + path +
-         " path needs X, W and Y 16-byte aligned (cuBLASLt's FP8 GEMMs)";
+         " path needs X, W, Y and per-tensor scales 16-byte aligned (cuBLASLt's FP8 GEMMs)";
 }
 
 bool same_element(const ElementFormat& a, const ElementFormat& b) {
@@ -218,7 +227,8 @@ void gemm(size_t m, size_t n, size_t k, const GemmOperand& x, const GemmOperand&
   if (fp8 && k % 16 != 0)
     throw std::invalid_argument("lpx::kernels::gemm: FP8 needs k % 16 == 0, got k = " +
                                 std::to_string(k));
-  if (fp8 && !(aligned16(x.data) && aligned16(w.data) && aligned16(y)))
+  if (fp8 && !(aligned16(x.data) && aligned16(w.data) && aligned16(y) && (!x.scale || aligned16(x.scale)) &&
+              (!w.scale || aligned16(w.scale))))
     throw std::invalid_argument(misaligned_message("fp8 per-tensor"));
   if (both_bf16 && (x.scale || w.scale))
     throw std::invalid_argument("lpx::kernels::gemm: scales apply to FP8 operands only");

@@ -118,8 +118,8 @@ TEST_CASE("the float32 128-block scale layouts place every scale once, rows or K
 TEST_CASE("raw gemm checks its arguments before any CUDA call") {
   using kernels::GemmDtype;
   alignas(16) static uint8_t x[64 * 64 + 16], w[64 * 64 + 16];
-  alignas(16) static float y[64 * 64 + 4], scale[2] = {1.0f, 1.0f};
-  const kernels::GemmOperand e4{x, GemmDtype::e4m3, scale}, e4w{w, GemmDtype::e4m3, scale + 1};
+  alignas(16) static float y[64 * 64 + 4], scale[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  const kernels::GemmOperand e4{x, GemmDtype::e4m3, scale}, e4w{w, GemmDtype::e4m3, scale + 4};
   const kernels::GemmOperand e5{x, GemmDtype::e5m2, scale}, bf{x, GemmDtype::bf16, nullptr};
   CHECK_THROWS_WITH(kernels::gemm(0, 64, 64, e4, e4w, y, GemmDtype::f32), Catch::Contains("zero"));
   CHECK_THROWS_WITH(kernels::gemm(64, 64, 40, e4, e4w, y, GemmDtype::f32), Catch::Contains("k % 16"));
@@ -132,6 +132,10 @@ TEST_CASE("raw gemm checks its arguments before any CUDA call") {
   const kernels::GemmOperand shifted{x + 1, GemmDtype::e4m3, scale};
   CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, shifted, e4w, y, GemmDtype::f32), Catch::Contains("16-byte aligned"));
   CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, e4, e4w, y + 1, GemmDtype::f32), Catch::Contains("16-byte aligned"));
+  // a per-tensor scale 4 bytes into its buffer: cuBLASLt returned NOT_SUPPORTED on an H200
+  const kernels::GemmOperand e4w_scale_shifted{w, GemmDtype::e4m3, scale + 1};
+  CHECK_THROWS_WITH(kernels::gemm(64, 64, 64, e4, e4w_scale_shifted, y, GemmDtype::f32),
+                    Catch::Contains("16-byte aligned"));
   if (!kernels::cuda_available())
     CHECK_THROWS_AS(kernels::gemm(64, 64, 64, e4, e4w, y, GemmDtype::f32), std::runtime_error);
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <omp.h>
 #include <unistd.h>
 
@@ -123,17 +124,22 @@ void run_gpu_bench(const BenchArgs& a) {
     fmt::print("[\n");
     for (size_t k = 0; k < rows.size(); ++k)
       fmt::print("  {{\"path\": \"{}\", \"bytes\": {}, \"seconds\": {:.6g}, \"gb_per_s\": {:.6g}, "
-                 "\"copy_fraction\": {:.4f}, \"tflops\": {:.6g}}}{}\n",
+                 "\"copy_fraction\": {:.4f}, \"tflops\": {:.6g}, \"error\": {}}}{}\n",
                  rows[k].path, rows[k].bytes, rows[k].seconds, rows[k].gb_per_s,
-                 rows[k].copy_fraction, rows[k].tflops, k + 1 < rows.size() ? "," : "");
+                 rows[k].copy_fraction, rows[k].tflops,
+                 rows[k].error.empty() ? "null" : nlohmann::json(rows[k].error).dump(),
+                 k + 1 < rows.size() ? "," : "");
     fmt::print("]\n");
-    return;
+  } else {
+    fmt::print("device: {}\n{:<48} {:>10} {:>12} {:>10}\n", kernels::device_description(), "path",
+               "GB/s", "of copy", "TFLOP/s");
+    for (const auto& r : rows) {
+      if (!r.error.empty()) fmt::print("{:<48} failed: {}\n", r.path, r.error);
+      else fmt::print("{:<48} {:>10.1f} {:>12.3f} {:>10.1f}\n", r.path, r.gb_per_s, r.copy_fraction, r.tflops);
+    }
   }
-  fmt::print("device: {}\n{:<48} {:>10} {:>12} {:>10}\n", kernels::device_description(), "path",
-             "GB/s", "of copy", "TFLOP/s");
-  for (const auto& r : rows)
-    fmt::print("{:<48} {:>10.1f} {:>12.3f} {:>10.1f}\n", r.path, r.gb_per_s, r.copy_fraction,
-               r.tflops);
+  const auto failed = std::count_if(rows.begin(), rows.end(), [](const auto& r) { return !r.error.empty(); });
+  if (failed > 0) throw std::runtime_error(fmt::format("bench --gpu: {} of {} paths failed", failed, rows.size()));
 }
 
 // Best of `reps` timed runs of each function, after one untimed warm-up of each (page

@@ -591,7 +591,8 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
     bo.input_bytes = bench_bytes;
     std::printf("\n%-36s %14s %12s %10s %12s %10s\n", "path", "bytes", "seconds", "GB/s", "x copy", "TFLOP/s");
     for (const kernels::GpuBenchRow& r : kernels::run_gpu_benchmarks(bo))
-      std::printf("%-36s %14zu %12.6f %10.1f %12.3f %10.1f\n", r.path.c_str(), r.bytes, r.seconds,
+      if (!r.error.empty()) std::printf("%-36s failed: %s\n", r.path.c_str(), r.error.c_str());
+      else std::printf("%-36s %14zu %12.6f %10.1f %12.3f %10.1f\n", r.path.c_str(), r.bytes, r.seconds,
                   r.gb_per_s, r.copy_fraction, r.tflops);
   }
   if (bad != 0) throw std::runtime_error(fmt::format("validate: {} mismatches", bad));

@@ -23,6 +23,7 @@ struct GpuBenchRow {
   double gb_per_s = 0;   // bytes / seconds / 1e9
   double copy_fraction = 0;  // gb_per_s / the copy's gb_per_s (GEMMs: 0)
   double tflops = 0;     // GEMMs: 2mnk / seconds / 1e12
+  std::string error;     // non-empty: the path failed (the library's message); no figures
 };
 
 // Throws std::runtime_error without a device.
