@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "cuda_util.cuh"
+#include "fixed_formats.cuh"
 #include "launch.hpp"
 #include "lpx/formats/codec.hpp"
 #include "lpx/numerics/philox.hpp"
@@ -55,9 +56,9 @@ __device__ inline bool aligned(const void* p, unsigned bytes) {
 // in is (rows, cols) floats; codes is (rows, cols) of Code (encode) or out is (rows, cols)
 // floats (fake_cast), each addressed through its view.
 template <Op kOp, class Code, Rounding kRound>
-__global__ void cast_kernel(const float* __restrict__ in, Addressing ain, Code* __restrict__ codes,
-                            float* __restrict__ out, Addressing aout, ElementFormat f,
-                            Overflow overflow, SrKey key) {
+__device__ __forceinline__ void cast_body(const float* __restrict__ in, Addressing ain, Code* __restrict__ codes,
+                                          float* __restrict__ out, Addressing aout, const ElementFormat& f,
+                                          Overflow overflow, const SrKey& key) {
   const size_t n = ain.rows * ain.cols;
   const size_t groups = (n + 3) / 4;
   const bool vec_in = ain.contiguous && aligned(in, 16);
@@ -101,9 +102,21 @@ __global__ void cast_kernel(const float* __restrict__ in, Addressing ain, Code* 
 }
 
 // codes is (rows, cols) of Code; out is (rows, cols) floats.
+template <Op kOp, class Code, Rounding kRound, int kFixed>
+__global__ void cast_kernel(const float* __restrict__ in, Addressing ain, Code* __restrict__ codes,
+                            float* __restrict__ out, Addressing aout, ElementFormat f_arg,
+                            Overflow overflow, SrKey key) {
+  if constexpr (kFixed != kGenericFormat) {
+    constexpr ElementFormat f = fixed_format(kFixed);
+    cast_body<kOp, Code, kRound>(in, ain, codes, out, aout, f, overflow, key);
+  } else {
+    cast_body<kOp, Code, kRound>(in, ain, codes, out, aout, f_arg, overflow, key);
+  }
+}
+
 template <class Code>
-__global__ void decode_kernel(const Code* __restrict__ codes, Addressing ain, float* __restrict__ out,
-                              Addressing aout, ElementFormat f) {
+__device__ __forceinline__ void decode_body(const Code* __restrict__ codes, Addressing ain, float* __restrict__ out,
+                                            Addressing aout, const ElementFormat& f) {
   const size_t n = ain.rows * ain.cols;
   const size_t groups = (n + 3) / 4;
   const bool vec = ain.contiguous && aout.contiguous && aligned(codes, 4 * sizeof(Code)) &&
@@ -129,14 +142,56 @@ __global__ void decode_kernel(const Code* __restrict__ codes, Addressing ain, fl
   }
 }
 
+template <class Code>
+__global__ void decode_kernel(const Code* __restrict__ codes, Addressing ain, float* __restrict__ out,
+                              Addressing aout, ElementFormat f_arg, int fixed) {
+  // one kernel per code width; the fixed formats' branches each see constant fields
+  if constexpr (sizeof(Code) == 1) {
+    switch (fixed) {
+      case 0: { constexpr ElementFormat f = fixed_format(0); return decode_body(codes, ain, out, aout, f); }
+      case 1: { constexpr ElementFormat f = fixed_format(1); return decode_body(codes, ain, out, aout, f); }
+      case 2: { constexpr ElementFormat f = fixed_format(2); return decode_body(codes, ain, out, aout, f); }
+      case 3: { constexpr ElementFormat f = fixed_format(3); return decode_body(codes, ain, out, aout, f); }
+      case 4: { constexpr ElementFormat f = fixed_format(4); return decode_body(codes, ain, out, aout, f); }
+      default: break;
+    }
+  } else if (fixed == 5) {
+    constexpr ElementFormat f = fixed_format(5);
+    return decode_body(codes, ain, out, aout, f);
+  }
+  decode_body(codes, ain, out, aout, f_arg);
+}
+
+template <Op kOp, class Code, Rounding kRound, int kFixed>
+void launch_fixed(const DeviceTensor& in, Code* codes, float* out, const DeviceTensor& dst,
+                  const ElementFormat& f, const CastOptions& opt, cudaStream_t s) {
+  const SrKey key{opt.seed, opt.stream, opt.index_offset, opt.sr_bits};
+  const size_t n = static_cast<size_t>(in.numel());
+  cast_kernel<kOp, Code, kRound, kFixed><<<cuda::grid_for((n + 3) / 4, kThreads), kThreads, 0, s>>>(
+      static_cast<const float*>(in.data), cuda::addressing(in), codes, out, cuda::addressing(dst),
+      f, opt.overflow, key);
+}
+
+// RNE and SR (the recipes' casts) take the fixed-format kernels where the codes fit them
+// (8-bit codes for FP8/FP6/FP4, 16-bit for BF16; fake_cast stores no codes); other modes
+// and formats take the generic one.
 template <Op kOp, class Code, Rounding kRound>
 void launch_one(const DeviceTensor& in, Code* codes, float* out, const DeviceTensor& dst,
                 const ElementFormat& f, const CastOptions& opt, cudaStream_t s) {
-  const SrKey key{opt.seed, opt.stream, opt.index_offset, opt.sr_bits};
-  const size_t n = static_cast<size_t>(in.numel());
-  cast_kernel<kOp, Code, kRound><<<cuda::grid_for((n + 3) / 4, kThreads), kThreads, 0, s>>>(
-      static_cast<const float*>(in.data), cuda::addressing(in), codes, out, cuda::addressing(dst),
-      f, opt.overflow, key);
+  if constexpr (kRound == Rounding::rne || kRound == Rounding::sr) {
+    const int i = fixed_format_index(f);
+    const bool fits = kOp == Op::fake_cast || (sizeof(Code) == 1) == (i != 5);
+    if (fits) switch (i) {
+        case 0: return launch_fixed<kOp, Code, kRound, 0>(in, codes, out, dst, f, opt, s);
+        case 1: return launch_fixed<kOp, Code, kRound, 1>(in, codes, out, dst, f, opt, s);
+        case 2: return launch_fixed<kOp, Code, kRound, 2>(in, codes, out, dst, f, opt, s);
+        case 3: return launch_fixed<kOp, Code, kRound, 3>(in, codes, out, dst, f, opt, s);
+        case 4: return launch_fixed<kOp, Code, kRound, 4>(in, codes, out, dst, f, opt, s);
+        case 5: return launch_fixed<kOp, Code, kRound, 5>(in, codes, out, dst, f, opt, s);
+        default: break;
+      }
+  }
+  launch_fixed<kOp, Code, kRound, kGenericFormat>(in, codes, out, dst, f, opt, s);
 }
 
 // The one dispatch point of the cast family: code width x rounding mode.
@@ -189,11 +244,13 @@ void decode(const DeviceTensor& in, const DeviceTensor& out, void* stream) {
   if (in.storage == Storage::code8)
     decode_kernel<uint8_t><<<grid, kThreads, 0, s>>>(static_cast<const uint8_t*>(in.data),
                                                      cuda::addressing(in), dst,
-                                                     cuda::addressing(out), in.element);
+                                                     cuda::addressing(out), in.element,
+                                                     fixed_format_index(in.element));
   else
     decode_kernel<uint16_t><<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(in.data),
                                                       cuda::addressing(in), dst,
-                                                      cuda::addressing(out), in.element);
+                                                      cuda::addressing(out), in.element,
+                                                      fixed_format_index(in.element));
   cuda::check(cudaGetLastError(), "decode kernel launch");
 }
 

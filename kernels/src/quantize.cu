@@ -43,6 +43,7 @@
 #include <cstdint>
 
 #include "cuda_util.cuh"
+#include "fixed_formats.cuh"
 #include "launch.hpp"
 #include "lpx/formats/block_scale.hpp"
 #include "tiled_quantize.hpp"
@@ -228,12 +229,19 @@ __device__ inline bs::Amax group_amax(const tiled::Pass& q, float v, bool valid)
 }
 
 // One element given its block's amax: the scale (stored by the block's first element) and
-// the element's output word.
+// the element's output word. kFixed: the pass's element format as a constant
+// (fixed_formats.cuh), or kGenericFormat to read it from q.
+template <int kFixed>
 __device__ inline uint32_t tiled_element(const tiled::Pass& q, float v, const bs::Amax& a, size_t r,
                                          size_t c, size_t along, size_t across) {
   const bs::BlockScale s = bs::block_scale(a, q.scale);
   if (tiled::leads(q, along, across)) tiled::store_scale(q, s, along, across);
-  return tiled::element_word(q, v, s, r, c);
+  if constexpr (kFixed != kGenericFormat) {
+    constexpr ElementFormat f = fixed_format(kFixed);
+    return tiled::element_word(q, f, v, s, r, c);
+  } else {
+    return tiled::element_word(q, v, s, r, c);
+  }
 }
 
 __device__ inline void tiled_two_level(tiled::Pass& q, const uint32_t* tensor_amax_bits) {
@@ -243,6 +251,8 @@ __device__ inline void tiled_two_level(tiled::Pass& q, const uint32_t* tensor_am
     *q.tensor_scale = q.scale.tensor_dec;
 }
 
+// kFixed: both passes' element format as a constant, or kGenericFormat (launch_tiled).
+template <int kFixed>
 __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
     tiled_quantize_kernel(TiledParams p, const uint32_t* tensor_amax_bits) {
   __shared__ float tile[kTile][kTile + 1];       // +1: column reads hit 32 banks
@@ -268,7 +278,7 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
         const size_t r = r0 + i, c = c0 + lane;
         const bool valid = r < p.rows && c < p.cols;
         const bs::Amax a = group_amax(p.row, tile[i][lane], valid);
-        if (valid) tiled::store_word(p.row, r, c, tiled_element(p.row, tile[i][lane], a, r, c, c, r));
+        if (valid) tiled::store_word(p.row, r, c, tiled_element<kFixed>(p.row, tile[i][lane], a, r, c, c, r));
       }
     if (p.row.on && p.row.block_across > 1) {
       for (int i = warp; i < kTile; i += kWarpsPerTile) {
@@ -289,7 +299,7 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
           a.all = line_all[k][g] > a.all ? line_all[k][g] : a.all;
           a.finite = line_finite[k][g] > a.finite ? line_finite[k][g] : a.finite;
         }
-        tiled::store_word(p.row, r, c, tiled_element(p.row, tile[i][lane], a, r, c, c, r));
+        tiled::store_word(p.row, r, c, tiled_element<kFixed>(p.row, tile[i][lane], a, r, c, c, r));
       }
     }
     if (p.col.on) {
@@ -297,7 +307,7 @@ __global__ void __launch_bounds__(kTile * kWarpsPerTile, 4)
         const size_t r = r0 + lane, c = c0 + j;
         const bool valid = r < p.rows && c < p.cols;
         const bs::Amax a = group_amax(p.col, tile[lane][j], valid);
-        staged[lane][j] = valid ? tiled_element(p.col, tile[lane][j], a, r, c, r, c) : 0u;
+        staged[lane][j] = valid ? tiled_element<kFixed>(p.col, tile[lane][j], a, r, c, r, c) : 0u;
       }
       __syncthreads();
       for (int k = warp; k < kTile; k += kWarpsPerTile) {
@@ -386,7 +396,20 @@ void launch_tiled(const DeviceTensor& x, const tiled::Pass& row, const tiled::Pa
     flat_amax_kernel<<<std::min(cuda::grid_for(n, 256), 4096u), 256, 0, s>>>(p.x, n, flush, amax.get());
     cuda::check(cudaGetLastError(), "flat_amax_kernel launch");
   }
-  tiled_quantize_kernel<<<cuda::grid_for(p.ntiles, 1), dim3(kTile, kWarpsPerTile), 0, s>>>(p, amax.get());
+  // one fixed format when every pass that runs has it (the MX and NVFP4 element formats)
+  const int fr = row.on ? fixed_format_index(row.element) : kGenericFormat;
+  const int fc = col.on ? fixed_format_index(col.element) : kGenericFormat;
+  const int fixed = !row.on ? fc : !col.on ? fr : fr == fc ? fr : kGenericFormat;
+  const unsigned grid = cuda::grid_for(p.ntiles, 1);
+  const dim3 block(kTile, kWarpsPerTile);
+  switch (fixed) {
+    case 0: tiled_quantize_kernel<0><<<grid, block, 0, s>>>(p, amax.get()); break;
+    case 1: tiled_quantize_kernel<1><<<grid, block, 0, s>>>(p, amax.get()); break;
+    case 2: tiled_quantize_kernel<2><<<grid, block, 0, s>>>(p, amax.get()); break;
+    case 3: tiled_quantize_kernel<3><<<grid, block, 0, s>>>(p, amax.get()); break;
+    case 4: tiled_quantize_kernel<4><<<grid, block, 0, s>>>(p, amax.get()); break;
+    default: tiled_quantize_kernel<kGenericFormat><<<grid, block, 0, s>>>(p, amax.get()); break;
+  }
   cuda::check(cudaGetLastError(), "tiled_quantize_kernel launch");
 }
 

@@ -198,12 +198,17 @@ LPX_HD inline bool leads(const Pass& q, size_t along, size_t across) {
 
 // Element (r, c) of a block with scale s: its code, or the float32 bits of its
 // dequantized value (fake quantization).
-LPX_HD inline uint32_t element_word(const Pass& q, float v, const bs::BlockScale& s, size_t r, size_t c) {
+// `element` is q.element, or the same format as a compile-time constant (fixed_formats.cuh).
+LPX_HD inline uint32_t element_word(const Pass& q, const ElementFormat& element, float v, const bs::BlockScale& s,
+                                    size_t r, size_t c) {
   const uint64_t key = r * q.key_r + c * q.key_c;
-  const uint32_t code = bs::quantize_element(v, s, q.pow2, q.element, q.opt, key).code;
+  const uint32_t code = bs::quantize_element(v, s, q.pow2, element, q.opt, key).code;
   if (q.codes != nullptr) return code;
-  return float_to_bits(bs::dequant_value(code, bs::stored_dec(s, q.scale.scale), q.element,
+  return float_to_bits(bs::dequant_value(code, bs::stored_dec(s, q.scale.scale), element,
                                          q.two_level, q.scale.tensor_dec, q.opt.headroom_3_4));
+}
+LPX_HD inline uint32_t element_word(const Pass& q, float v, const bs::BlockScale& s, size_t r, size_t c) {
+  return element_word(q, q.element, v, s, r, c);
 }
 
 LPX_HD inline void store_word(const Pass& q, size_t r, size_t c, uint32_t word) {
