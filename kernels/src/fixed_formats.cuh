@@ -8,17 +8,19 @@
 // formats copies it into a local constexpr value and calls the same LPX_HD functions,
 // which the compiler then folds: the function is the same, so are the bits (lpx validate
 // compares both kinds of kernel with the CPU). Any other format takes the generic
-// instantiation (kGenericFormat), which reads the format from its arguments.
+// instantiation (kGenericFormat), which reads the format from its arguments. Plain C++
+// outside nvcc, so tests/kernels/test_fixed_formats.cpp checks the choice on the CPU.
 #pragma once
 
 #include "lpx/formats/element_format.hpp"
+#include "lpx/numerics/hd.hpp"
 
 namespace lpx::kernels::module {
 
 inline constexpr int kGenericFormat = -1;
 inline constexpr int kFixedFormats = 6;  // indices 0-4 have 8-bit codes, 5 (bfloat16) 16-bit
 
-__host__ __device__ constexpr ElementFormat fixed_format(int i) {
+LPX_HD constexpr ElementFormat fixed_format(int i) {
   switch (i) {
     case 0: return fmt8::e4m3fn;
     case 1: return fmt8::e5m2;
