@@ -580,10 +580,20 @@ void run(bool require_gpu, uint64_t elements, bool bench, size_t bench_bytes) {
                 static_cast<unsigned long long>(g.row.mismatches), g.max_err, g.bound);
   }
   uint64_t total = 0, bad = 0;
+  // Per kernel family (the rows' first column, in order of appearance): a claim of "N
+  // elements per family" reads off these lines, not the total.
+  std::vector<Row> families;
   for (const Row& r : rows) {
     total += r.elements;
     bad += r.mismatches;
+    auto it = std::find_if(families.begin(), families.end(), [&](const Row& f) { return f.kernel == r.kernel; });
+    if (it == families.end()) it = families.insert(families.end(), Row{r.kernel, "", "", 0, 0});
+    it->elements += r.elements;
+    it->mismatches += r.mismatches;
   }
+  for (const Row& f : families)
+    std::printf("family %-20s %14llu elements %10llu mismatches\n", f.kernel.c_str(),
+                static_cast<unsigned long long>(f.elements), static_cast<unsigned long long>(f.mismatches));
   std::printf("total: %llu elements, %llu mismatches\n", static_cast<unsigned long long>(total),
               static_cast<unsigned long long>(bad));
   if (bench) {
