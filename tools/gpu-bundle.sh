@@ -19,9 +19,10 @@ mkdir -p "$dest/lib" "$dest/bin" "$dest/data"
 # The build tree minus what only the build needs.
 tar -C "$build" --exclude='*.o' --exclude='*.a' --exclude='CMakeFiles' --exclude='.ninja_*' \
   --exclude='build.ninja' --exclude='*.h5' -cf - . | (mkdir -p "$dest/build" && tar -C "$dest/build" -xf -)
+is_elf() { [ "$(od -An -N4 -tx1 "$1" | tr -d ' \n')" = 7f454c46 ]; }
 # Symbols only help a debugger, and the bundle must travel: strip the executables (the
 # module keeps its one export either way).
-find "$dest/build" -type f -perm -u+x ! -name '*.so*' -exec sh -c 'file -b "$1" | grep -q ELF && strip "$1"' _ {} \;
+while IFS= read -r f; do is_elf "$f" && strip "$f"; done < <(find "$dest/build" -type f -perm -u+x ! -name '*.so*')
 cp "$(command -v h5dump)" "$dest/bin/"
 cp -r /usr/share/games/fortunes "$dest/data/"
 # Shared libraries: everything ldd resolves except glibc's, the compiler runtimes (the GPU
@@ -30,7 +31,7 @@ cp -r /usr/share/games/fortunes "$dest/data/"
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|libpthread\.|librt\.|libstdc\+\+|libgcc_s|libcuda\.|libcublas)'
 mapfile -t elves < <(find "$dest/build" "$dest/bin" -type f -perm -u+x -o -type f -name '*.so*' | sort -u)
 for f in "${elves[@]}"; do
-  file -b "$f" | grep -q ELF || continue
+  is_elf "$f" || continue
   ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue
