@@ -31,18 +31,10 @@ LPX_HD constexpr ElementFormat fixed_format(int i) {
   }
 }
 
-// The fixed format equal to f in every field, or kGenericFormat.
+// The fixed format equal to f in every field (ElementFormat's operator==), or kGenericFormat.
 inline int fixed_format_index(const ElementFormat& f) {
-  for (int i = 0; i < kFixedFormats; ++i) {
-    const ElementFormat g = fixed_format(i);
-    if (g.name_view() == f.name_view() && g.is_integer == f.is_integer && g.is_signed == f.is_signed &&
-        g.has_zero == f.has_zero && g.symmetric == f.symmetric && g.bits == f.bits &&
-        g.exponent_bits == f.exponent_bits && g.mantissa_bits == f.mantissa_bits && g.bias == f.bias &&
-        g.specials == f.specials && g.subnormals == f.subnormals && g.reserved_top == f.reserved_top &&
-        g.max_magnitude == f.max_magnitude && g.inf_magnitude == f.inf_magnitude && g.nan_code == f.nan_code &&
-        g.sign_mask == f.sign_mask && g.code_mask == f.code_mask)
-      return i;
-  }
+  for (int i = 0; i < kFixedFormats; ++i)
+    if (fixed_format(i) == f) return i;
   return kGenericFormat;
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../../kernels/src/fixed_formats.cuh"
+#include "lpx/formats/block_format.hpp"
 #include "lpx/formats/element_format.hpp"
 
 using lpx::ElementFormat;
@@ -51,4 +52,16 @@ TEST_CASE("a format that differs from a fixed one in any field gets the generic 
   CHECK(differs([](ElementFormat& f) { f.specials = lpx::Specials::ieee; }) == kGenericFormat);
   CHECK(differs([](ElementFormat& f) { f.symmetric = true; }) == kGenericFormat);
   CHECK(differs([](ElementFormat& f) { std::strcpy(f.name, "custom_e4m3"); }) == kGenericFormat);
+}
+
+TEST_CASE("the catalogue's block formats reach the fixed kernels") {
+  // parsed specs carry element formats equal to the named ones, so real runs take the
+  // compiled-in kernels rather than falling back to the generic ones
+  CHECK(fixed_format_index(lpx::parse_block_format("mxfp8_e4m3").element) == 0);
+  CHECK(fixed_format_index(lpx::parse_block_format("mxfp8_e5m2").element) == 1);
+  CHECK(fixed_format_index(lpx::parse_block_format("mxfp4").element) == 2);
+  CHECK(fixed_format_index(lpx::parse_block_format("nvfp4").element) == 2);
+  CHECK(fixed_format_index(lpx::parse_block_format("mxfp6_e3m2").element) == 3);
+  CHECK(fixed_format_index(lpx::parse_block_format("mxfp6_e2m3").element) == 4);
+  CHECK(fixed_format_index(lpx::parse_block_format("e4m3:b32:e8m0:rceil").element) == 0);
 }

@@ -81,6 +81,9 @@ struct ElementFormat {
     return magnitude > max_magnitude && magnitude <= max_magnitude + reserved_top;
   }
   std::string_view name_view() const { return name; }
+  // Every field, the name's bytes included: two formats are equal only when every encode
+  // and decode gives the same bits (the CUDA module picks its compiled-in formats by it).
+  bool operator==(const ElementFormat&) const = default;
 };
 
 // Fills the derived fields; called once by every constructor below.
