@@ -47,6 +47,10 @@ BUDGET="${GPU_CHECK_BUDGET_S:-540}"
 BUNDLE="${GPU_CHECK_BUNDLE:-}"
 mkdir -p "$LOGS"
 if [ -n "$BUNDLE" ]; then
+  if [ ! -f "$BUNDLE/build/CMakeCache.txt" ]; then
+    echo "gpu-check: GPU_CHECK_BUNDLE=$BUNDLE is not a bundle from tools/gpu-bundle.sh (no build/CMakeCache.txt)" >&2
+    exit 2
+  fi
   BUNDLE="$(cd "$BUNDLE" && pwd)"
   src_path="$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$BUNDLE/build/CMakeCache.txt")"
   build_path="$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$BUNDLE/build/CMakeCache.txt")"
