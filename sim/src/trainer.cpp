@@ -566,10 +566,7 @@ TrainConfig bench_config(const std::string& model, const std::string& recipe, in
   return c;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
+double median(std::vector<double> v) { return median_interval95(std::move(v)).median; }
 
 BenchResult bench_result(const std::string& model, const Trainer& t, double seconds) {
   BenchResult r;
@@ -580,6 +577,30 @@ BenchResult bench_result(const std::string& model, const Trainer& t, double seco
   return r;
 }
 }  // namespace
+
+MedianInterval median_interval95(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  MedianInterval m{n ? v[n / 2] : 0, kNaN, kNaN};
+  // P(B <= j) for B ~ Binomial(n, 1/2), summed in log space so that large n cannot overflow
+  double log_term = -static_cast<double>(n) * std::log(2.0);  // log P(B = 0)
+  double below = 0;                                            // P(B < k)
+  size_t k = 0;
+  while (k < n) {
+    const double next = below + std::exp(log_term);  // P(B <= k) = P(B < k + 1)
+    if (next > 0.025) break;
+    below = next;
+    ++k;
+    log_term += std::log(static_cast<double>(n - k + 1) / static_cast<double>(k));
+  }
+  // k: the largest count with P(B < k) <= 0.025; x(k) is v[k - 1]
+  if (k >= 1 && 2 * k <= n) {
+    m.lo = v[k - 1];
+    m.hi = v[n - k];
+  }
+  return m;
+}
 
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
                               int threads, GemmOrder order) {
@@ -606,7 +627,8 @@ BenchPair bench_against_fp32(const std::string& model, const std::string& recipe
     tr.push_back(r);
     if (b > 0) ratios.push_back(r / b);
   }
-  return BenchPair{bench_result(model, base, median(tb)), bench_result(model, run, median(tr)), median(ratios)};
+  const MedianInterval r = median_interval95(ratios);
+  return BenchPair{bench_result(model, base, median(tb)), bench_result(model, run, median(tr)), r.median, r.lo, r.hi};
 }
 
 }  // namespace lpx::sim

@@ -310,3 +310,28 @@ TEST_CASE("every catalogue recipe trains a few steps and logs its formats per ro
     std::filesystem::remove(path);
   }
 }
+
+TEST_CASE("median_interval95 takes the order statistics of the binomial tables", "[bench]") {
+  // Published 95% distribution-free intervals for the median (Conover, Practical
+  // Nonparametric Statistics, table A3 / the binomial(n, 1/2) quantiles): n = 6 and 7 give
+  // [x(1), x(n)], n = 10 gives [x(2), x(9)], n = 20 gives [x(6), x(15)], n = 30 gives
+  // [x(10), x(21)]. The values are 1..n shuffled, so x(k) = k.
+  struct Case {
+    size_t n, lo, hi;
+  };
+  for (const Case c : {Case{6, 1, 6}, Case{7, 1, 7}, Case{10, 2, 9}, Case{20, 6, 15}, Case{30, 10, 21}}) {
+    INFO("n = " << c.n);
+    std::vector<double> v;
+    for (size_t i = 0; i < c.n; ++i) v.push_back(static_cast<double>((i * 11 + 3) % c.n + 1));
+    const MedianInterval m = median_interval95(v);
+    CHECK(m.lo == static_cast<double>(c.lo));
+    CHECK(m.hi == static_cast<double>(c.hi));
+    CHECK(m.median == static_cast<double>(c.n / 2 + 1));  // the upper middle value
+  }
+  // Five values cannot give 95%: [min, max] covers 1 - 2/32 = 93.75%
+  for (size_t n : {0, 1, 5}) {
+    const MedianInterval m = median_interval95(std::vector<double>(n, 1.5));
+    CHECK(std::isnan(m.lo));
+    CHECK(std::isnan(m.hi));
+  }
+}

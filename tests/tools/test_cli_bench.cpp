@@ -71,7 +71,31 @@ TEST_CASE("lpx bench --train --json: fp32 is the baseline, every other row a pai
     // ratios, positive and finite (their size is the machine's business)
     if (k == 0) CHECK(ratio == 1.0);
     else CHECK((ratio > 0 && ratio < 1e3));
+    // three paired steps are too few for a 95% interval, and the baseline has none
+    CHECK(row["ratio_to_fp32_ci95"].is_null());
   }
+}
+
+TEST_CASE("lpx bench --train: from 6 paired steps each ratio carries a 95% interval around it") {
+  TempDir dir;
+  const auto r = run_lpx("bench --train --models mlp --recipes fp32,mxfp8 --steps 6 --json", dir);
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const nlohmann::json rows = nlohmann::json::parse(r.out);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["ratio_to_fp32_ci95"].is_null());
+  const auto& ci = rows[1]["ratio_to_fp32_ci95"];
+  INFO(rows[1].dump());
+  REQUIRE(ci.is_array());
+  REQUIRE(ci.size() == 2);
+  const double ratio = rows[1]["ratio_to_fp32"];
+  CHECK(ci[0].get<double>() > 0);
+  CHECK(ci[0].get<double>() <= ratio);  // rounded to 4 places alike
+  CHECK(ratio <= ci[1].get<double>());
+  // the table prints it beside the ratio
+  const auto t = run_lpx("bench --train --models mlp --recipes mxfp8 --steps 6", dir);
+  REQUIRE(t.status == 0);
+  CHECK(t.out.find("95% interval") != std::string::npos);
 }
 
 TEST_CASE("lpx bench: bad arguments exit non-zero with one stderr line") {

@@ -3,7 +3,9 @@
 // machines). The paths are shared with tools/bench/lpx_bench_cast (Google Benchmark).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <regex>
 #include <string>
@@ -42,7 +44,7 @@ struct BenchArgs {
   bool gpu = false;
   bool train = false;
   std::string models = "mlp,gpt", recipes, gemm = "fast";
-  int steps = 5;
+  int steps = 7;  // the fewest paired steps whose ratio has a 95% interval
   std::string filter;
 };
 
@@ -79,8 +81,8 @@ void run_train_bench(const BenchArgs& a) {
     }
   }
   if (!a.json)
-    fmt::print("{:<10} {:<16} {:>12} {:>12} {:>10}\n", "model", "recipe", "s/step", "samples/s",
-               "x fp32");
+    fmt::print("{:<10} {:<16} {:>12} {:>12} {:>10} {:>14}\n", "model", "recipe", "s/step", "samples/s",
+               "x fp32", "95% interval");
   std::string json;
   for (const std::string& model : split_commas(a.models)) {
     for (const std::string& recipe : recipes) {
@@ -88,23 +90,29 @@ void run_train_bench(const BenchArgs& a) {
       // fp32 in the fast order is the baseline itself; every other row is timed in
       // alternation with an fp32 trainer of its own
       sim::BenchResult r;
-      double ratio = 1;
+      // the baseline row's ratio is 1 by definition: no interval
+      double ratio = 1, lo = std::numeric_limits<double>::quiet_NaN(), hi = lo;
       if (recipe == "fp32" && order == GemmOrder::fast) {
         r = sim::bench_train_steps(model, recipe, a.steps, a.threads);
       } else {
         const sim::BenchPair p = sim::bench_against_fp32(model, recipe, a.steps, a.threads, order);
         r = p.run;
         ratio = p.ratio;
+        lo = p.ratio_lo;
+        hi = p.ratio_hi;
       }
+      const bool interval = std::isfinite(lo) && std::isfinite(hi);
       if (a.json) {
         json += fmt::format("{}  {{\"model\": \"{}\", \"recipe\": \"{}\", \"seconds_per_step\": "
                             "{:.6g}, \"samples_per_second\": {:.6g}, \"ratio_to_fp32\": {:.4f}, "
-                            "\"gemm\": \"{}\"}}",
+                            "\"ratio_to_fp32_ci95\": {}, \"gemm\": \"{}\"}}",
                             json.empty() ? "" : ",\n", model, recipe, r.seconds_per_step,
-                            r.samples_per_second, ratio, a.gemm);
+                            r.samples_per_second, ratio,
+                            interval ? fmt::format("[{:.4f}, {:.4f}]", lo, hi) : std::string("null"), a.gemm);
       } else {
-        fmt::print("{:<10} {:<16} {:>12.4f} {:>12.1f} {:>10.2f}\n", model, recipe,
-                   r.seconds_per_step, r.samples_per_second, ratio);
+        fmt::print("{:<10} {:<16} {:>12.4f} {:>12.1f} {:>10.2f} {:>14}\n", model, recipe,
+                   r.seconds_per_step, r.samples_per_second, ratio,
+                   interval ? fmt::format("{:.2f}-{:.2f}", lo, hi) : std::string("-"));
         std::fflush(stdout);
       }
     }
@@ -285,7 +293,8 @@ const bool registered = register_command(60, [](CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"fast", "exact"}));
   add_int_option(cmd, "--steps", args->steps, 1, kMaxSteps,
-                 "with --train: timed steps per recipe, each paired with an fp32 step (median; default 5, at most 1000)");
+                 "with --train: timed steps per recipe, each paired with an fp32 step (the ratio is their "
+                 "median, with a 95% interval from 6 steps on; default 7, at most 1000)");
   cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu\n  lpx bench --train --models gpt --recipes fp32,bf16,mxfp8");
   cmd->callback([args] { run_bench(*args); });
 });

@@ -152,12 +152,26 @@ struct BenchResult {
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
                               int threads = 0, GemmOrder order = GemmOrder::fast);
 
+// A median and its distribution-free 95% confidence interval: the order statistics
+// x(k) and x(n + 1 - k) of the sorted values, k the largest with P(B < k) <= 0.025 for
+// B ~ Binomial(n, 1/2), so that the interval holds the true median with probability at
+// least 95% whatever the distribution (Conover, Practical Nonparametric Statistics, 3rd
+// ed., section 3.2). Fewer than 6 values cannot give 95% ([min, max] covers 1 - 2^(1-n)):
+// lo and hi are NaN then. The median of an even count is the upper middle value.
+struct MedianInterval {
+  double median = 0;
+  double lo = 0, hi = 0;
+};
+MedianInterval median_interval95(std::vector<double> values);
+
 // A recipe's step against fp32's (fast GEMM order) on the same model, timed in
 // alternation: step i of each, the first of the two alternating, so that the machine's
-// speed drifting (a shared machine) moves both. ratio: the median over i of recipe / fp32.
+// speed drifting (a shared machine) moves both. ratio: the median over i of recipe / fp32,
+// ratio_lo / ratio_hi its 95% interval (median_interval95; NaN below 6 steps).
 struct BenchPair {
   BenchResult base, run;
   double ratio = 0;
+  double ratio_lo = 0, ratio_hi = 0;
 };
 BenchPair bench_against_fp32(const std::string& model, const std::string& recipe, int steps, int threads = 0,
                              GemmOrder order = GemmOrder::fast);
