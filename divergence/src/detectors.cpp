@@ -100,6 +100,8 @@ void check(const Thresholds& t) {
   positive(t.loss_rise_patience, "loss_rise_patience");
   positive(t.fixed_batch_rise_patience, "fixed_batch_rise_patience");
   positive(t.ramp_rise_patience, "ramp_rise_patience");
+  if (t.ramp_rise_from < 0)
+    throw std::invalid_argument(fmt::format("thresholds: ramp_rise_from must be >= 0 (got {})", t.ramp_rise_from));
   if (t.adam_rms_from < 0)
     throw std::invalid_argument(fmt::format("thresholds: adam_rms_from must be >= 0 (got {})", t.adam_rms_from));
   if (t.probe_baseline_from < 0)
@@ -218,7 +220,7 @@ std::string Flag::describe() const {
   X(probe_baseline_from) X(probe_baseline_rows) X(attn_logit_growth) X(output_logit_growth)       \
   X(act_outlier_growth) X(amax_staleness) X(loss_rise_factor) X(loss_rise_patience) X(grad_norm_growth) X(update_ratio_max) \
   X(fixed_batch_rise_factor) X(fixed_batch_rise_patience) X(ramp_rise_factor) \
-  X(ramp_rise_patience) X(diverged_factor) X(diverged_patience)
+  X(ramp_rise_patience) X(ramp_rise_from) X(diverged_factor) X(diverged_patience)
 
 Thresholds Thresholds::from_json(const std::string& text) {
   const nlohmann::json j = io::parse_json(text, "thresholds");  // size, depth, duplicate keys
@@ -439,7 +441,7 @@ std::vector<Flag> Monitor::observe(const StepRecord& r) {
   rise_step(s.fixed_rise_state, r.fixed_batch_loss, fixed_batch_rise, t.fixed_batch_rise_factor,
             t.fixed_batch_rise_patience, true);
   rise_step(s.ramp_rise_state, r.fixed_batch_loss, ramp_rise, t.ramp_rise_factor, t.ramp_rise_patience,
-            r.lr > s.prev_lr);  // false while either is NaN
+            row >= t.ramp_rise_from && r.lr > s.prev_lr);  // false while either lr is NaN
   s.prev_lr = r.lr;
   if (std::isfinite(r.amax_staleness) && s.ep[amax_staleness].rise(r.amax_staleness > t.amax_staleness))
     out.push_back(make_flag(r.step, amax_staleness, {{"amax_over_scale_amax", r.amax_staleness}}));
@@ -703,7 +705,9 @@ std::vector<Flag> detect(const Series& run, const Thresholds& t, const Series* r
        [&](size_t i) { return !(i < fb.size() && std::isfinite(fb[i])); });
   rise(fb, fixed_batch_rise, t.fixed_batch_rise_factor, t.fixed_batch_rise_patience, [](size_t) { return true; });
   rise(fb, ramp_rise, t.ramp_rise_factor, t.ramp_rise_patience,
-       [&](size_t i) { return i > 0 && i < run.lr.size() && run.lr[i] > run.lr[i - 1]; });
+       [&](size_t i) {
+         return i >= static_cast<size_t>(t.ramp_rise_from) && i > 0 && i < run.lr.size() && run.lr[i] > run.lr[i - 1];
+       });
   if (!run.amax_staleness.empty()) {
     std::vector<std::optional<bool>> c(n);
     for (size_t i = 0; i < n && i < run.amax_staleness.size(); ++i)

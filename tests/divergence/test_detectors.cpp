@@ -404,6 +404,15 @@ TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate stil
   for (size_t i = 0; i < plateau.rows(); ++i) plateau.fixed_batch_loss[i] = i < 296 ? 0.5 : 0.75;
   CHECK(first_of(both(plateau, nullptr, t3), "ramp_rise") == nullptr);
   CHECK(first_of(both(s, nullptr, t3), "ramp_rise") != nullptr);
+  // rows before ramp_rise_from are not judged: from row 305 on, the first step above the
+  // factor it counts is 305, so patience 2 flags at 306; from past the run's end, never
+  Thresholds late = t;
+  late.ramp_rise_from = 305;
+  const Flag* y = first_of(both(s, nullptr, late), "ramp_rise");
+  REQUIRE(y);
+  CHECK(y->step == 306);
+  late.ramp_rise_from = static_cast<int>(s.rows());
+  CHECK(first_of(both(s, nullptr, late), "ramp_rise") == nullptr);
 }
 
 TEST_CASE("grad_growth flags a gradient norm rising fast, not one drifting slowly") {

@@ -51,7 +51,8 @@ TEST_CASE("thresholds files: unknown keys and wrong types are one line each") {
   write(dir / "type.json", R"({"amax_staleness": "high"})");
   write(dir / "int.json", R"({"probe_baseline_rows": 2.5})");
   write(dir / "patience.json", R"({"fixed_batch_rise_patience": 0})");
-  for (const char* f : {"unknown.json", "type.json", "int.json", "patience.json"}) {
+  write(dir / "from.json", R"({"ramp_rise_from": -1})");
+  for (const char* f : {"unknown.json", "type.json", "int.json", "patience.json", "from.json"}) {
     INFO(f);
     CliResult r = run_lpx(std::string("train --model mlp --steps 5 --hidden 16 --batch 8 --stop-on-divergence --thresholds ") +
                               (dir / f).string(),

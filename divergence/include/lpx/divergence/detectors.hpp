@@ -165,6 +165,8 @@ struct Thresholds {
   int fixed_batch_rise_patience = 1;      // consecutive steps above it that flag
   double ramp_rise_factor = 1.3;          // trailing-mean fixed-batch loss / its lowest so far
   int ramp_rise_patience = 2;             // consecutive rising-rate steps above it that flag
+  int ramp_rise_from = 16;                // rows ramp_rise never judges (its trend needs a ramp
+                                          // this long before it; min_history's default)
   // Ground truth (judge()).
   double diverged_factor = 1.5;      // smoothed loss / its own lowest smoothed loss so far
   int diverged_patience = 10;        // consecutive steps (or to the end of the run)
