@@ -372,7 +372,8 @@ TEST_CASE("fixed_batch_rise: the fixed-batch loss's trailing mean over its best,
 }
 
 TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate still rises; never under a falling rate") {
-  const Thresholds t;
+  Thresholds t;
+  t.ramp_rise_patience = 2;  // the fifth pass's (the default is 1 since the sixth)
   Series s = healthy(21);
   add_probes(s, 22);
   // A rate that keeps rising to the end (a long warmup), and a fixed-batch loss that sits
@@ -390,6 +391,11 @@ TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate stil
   CHECK(x->evidence[2].second == Approx(1.375));
   // fixed_batch_rise's factor (1.75) is never passed: it stays silent
   CHECK(first_of(f, "fixed_batch_rise") == nullptr);
+  // the defaults (patience 1) flag the first step above the factor, k = 5: step 304
+  const Flag* d = first_of(both(s, nullptr, Thresholds{}), "ramp_rise");
+  REQUIRE(d);
+  CHECK(d->step == 304);
+  CHECK(d->evidence[2].second == Approx(1.3125));
   // the same loss under the healthy run's schedule (warmup to step 40, then a falling rate)
   Series decaying = healthy(21);
   add_probes(decaying, 22);
