@@ -127,6 +127,12 @@ TEST_CASE("hadamard signs: deterministic, from the top Philox bit, balanced", "[
   CHECK(a == b);
   CHECK(a != lpx::hadamard_signs(128, 43, 5));
   CHECK(a != lpx::hadamard_signs(128, 42, 6));
+  // lengths that end inside a Philox block take its first words only
+  for (int n : {1, 2, 6}) {
+    const auto short_signs = lpx::hadamard_signs(n, 42, 5);
+    REQUIRE(short_signs.size() == static_cast<size_t>(n));
+    for (int j = 0; j < n; ++j) CHECK(short_signs[static_cast<size_t>(j)] == a[static_cast<size_t>(j)]);
+  }
   int neg = 0;
   for (int j = 0; j < 128; ++j) {
     const bool top = (lpx::random_bits(42, 5, static_cast<uint64_t>(j)) >> 31) != 0;

@@ -86,10 +86,15 @@ LPX_HD constexpr float hadamard_sign(uint64_t seed, uint32_t stream, uint64_t j)
   return (random_bits(seed, stream, j) >> 31) != 0 ? -1.0f : 1.0f;
 }
 
-// The Philox sign vector of length n.
+// The Philox sign vector of length n: hadamard_sign(seed, stream, j) for every j, one
+// Philox block per four signs (a recipe draws a fresh vector for every GEMM call).
 inline std::vector<float> hadamard_signs(int n, uint64_t seed, uint32_t stream) {
   std::vector<float> s(static_cast<size_t>(n));
-  for (int j = 0; j < n; ++j) s[static_cast<size_t>(j)] = hadamard_sign(seed, stream, static_cast<uint64_t>(j));
+  for (int j = 0; j < n; j += 4) {
+    const Philox4x32 block = random_block(seed, stream, static_cast<uint64_t>(j) >> 2);
+    for (int w = 0; w < 4 && j + w < n; ++w)
+      s[static_cast<size_t>(j + w)] = (block.v[w] >> 31) != 0 ? -1.0f : 1.0f;
+  }
   return s;
 }
 
