@@ -312,8 +312,9 @@ TEST_CASE("every catalogue recipe trains a few steps and logs its formats per ro
 }
 
 TEST_CASE("median_interval95 takes the order statistics of the binomial tables", "[bench]") {
-  // Published 95% distribution-free intervals for the median (Conover, Practical
-  // Nonparametric Statistics, table A3 / the binomial(n, 1/2) quantiles): n = 6 and 7 give
+  // The 95% distribution-free intervals for the median, worked by hand from the
+  // binomial(n, 1/2) distribution (P(B <= 5) = 0.0207 for n = 20, P(B <= 6) = 0.058; the
+  // textbook sign-test tables give the same ranks): n = 6 and 7 give
   // [x(1), x(n)], n = 10 gives [x(2), x(9)], n = 20 gives [x(6), x(15)], n = 30 gives
   // [x(10), x(21)]. The values are 1..n shuffled, so x(k) = k.
   struct Case {

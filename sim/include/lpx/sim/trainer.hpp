@@ -155,8 +155,8 @@ BenchResult bench_train_steps(const std::string& model, const std::string& recip
 // A median and its distribution-free 95% confidence interval: the order statistics
 // x(k) and x(n + 1 - k) of the sorted values, k the largest with P(B < k) <= 0.025 for
 // B ~ Binomial(n, 1/2), so that the interval holds the true median with probability at
-// least 95% whatever the distribution (Conover, Practical Nonparametric Statistics, 3rd
-// ed., section 3.2). Fewer than 6 values cannot give 95% ([min, max] covers 1 - 2^(1-n)):
+// least 95% whatever the distribution (the sign-test interval for a quantile, e.g.
+// Conover, Practical Nonparametric Statistics). Fewer than 6 values cannot give 95% ([min, max] covers 1 - 2^(1-n)):
 // lo and hi are NaN then. The median of an even count is the upper middle value.
 struct MedianInterval {
   double median = 0;
