@@ -392,7 +392,8 @@ TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate stil
   // fixed_batch_rise's factor (1.75) is never passed: it stays silent
   CHECK(first_of(f, "fixed_batch_rise") == nullptr);
   // the defaults (patience 1) flag the first step above the factor, k = 5: step 304
-  const Flag* d = first_of(both(s, nullptr, Thresholds{}), "ramp_rise");
+  const auto fd = both(s, nullptr, Thresholds{});  // kept: first_of points into it
+  const Flag* d = first_of(fd, "ramp_rise");
   REQUIRE(d);
   CHECK(d->step == 304);
   CHECK(d->evidence[2].second == Approx(1.3125));
@@ -414,7 +415,8 @@ TEST_CASE("ramp_rise: a fixed-batch loss turning up while the learning rate stil
   // factor it counts is 305, so patience 2 flags at 306; from past the run's end, never
   Thresholds late = t;
   late.ramp_rise_from = 305;
-  const Flag* y = first_of(both(s, nullptr, late), "ramp_rise");
+  const auto fl = both(s, nullptr, late);
+  const Flag* y = first_of(fl, "ramp_rise");
   REQUIRE(y);
   CHECK(y->step == 306);
   late.ramp_rise_from = static_cast<int>(s.rows());
