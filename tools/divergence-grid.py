@@ -36,8 +36,11 @@ def report(lpx, folder, thresholds, tmp):
     path = os.path.join(tmp, "t-" + "-".join(str(v) for v in thresholds.values()) + ".json")
     with open(path, "w") as f:
         json.dump(thresholds, f)
-    out = subprocess.run([lpx, "report", folder, "--format", "json", "--corpus", "--thresholds", path],
-                         capture_output=True, text=True)
+    try:
+        out = subprocess.run([lpx, "report", folder, "--format", "json", "--corpus", "--thresholds", path],
+                             capture_output=True, text=True)
+    except OSError as e:
+        sys.exit(f"divergence-grid: cannot run {lpx}: {e.strerror}")
     if out.returncode != 0:
         sys.exit(f"divergence-grid: lpx report {folder}: {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -72,6 +75,8 @@ def main():
     ap.add_argument("--json", help="write every setting's counts here")
     a = ap.parse_args()
     mlp, gpt = a.mlp.split(","), a.gpt.split(",")
+    if not (os.path.isfile(a.lpx) and os.access(a.lpx, os.X_OK)):
+        sys.exit(f"divergence-grid: {a.lpx}: not an executable (build lpx first, or pass --lpx)")
     for folder in mlp + gpt:
         if not os.path.isdir(folder):
             sys.exit(f"divergence-grid: {folder}: not a folder")
