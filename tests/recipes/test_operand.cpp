@@ -345,9 +345,22 @@ TEST_CASE("operand stats: amax, SQNR and flushed share over the finite inputs, a
   OperandQuantizer id(recipe_by_name("fp32"), kLayer, 1);
   OperandStats si;
   run(id, GemmRole::fwd_x, bad, rows, cols, 0, &si);
+  CHECK(si.elements == rows * cols);
   CHECK(si.amax == amax);
   CHECK(std::isinf(si.sqnr_db));
+  CHECK(si.sqnr_db > 0);
   CHECK(si.flushed_pct == 0);
+  // observe(), the path an unquantized GEMM operand takes, gives the same figures
+  OperandStats so;
+  id.observe(GemmRole::fwd_x, bad.data(), rows, cols, &so, nullptr);
+  CHECK(so.elements == si.elements);
+  CHECK(so.amax == si.amax);
+  CHECK(so.sqnr_db == si.sqnr_db);
+  CHECK(so.flushed_pct == si.flushed_pct);
+  // an operand of nothing but Inf and NaN has no finite value to measure
+  const std::vector<float> none = {INFINITY, NAN, -INFINITY, -NAN};
+  id.observe(GemmRole::fwd_x, none.data(), 2, 2, &so, nullptr);
+  CHECK(so.amax == 0.0f);
 }
 
 TEST_CASE("operand stats: a BF16 role counts the finite inputs its cast turned into Inf", "[recipes]") {
