@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The divergence detectors' threshold search (README "Divergence detection", sixth pass):
+"""The divergence detectors' threshold search (docs/divergence.md, sixth pass):
 re-judges finished corpus sweeps under every setting of a grid of the fixed-batch
 thresholds (`lpx report --corpus --thresholds`, no training) and picks one by a rule fixed
 before the search:

@@ -96,8 +96,8 @@
 namespace lpx::divergence {
 
 // Every threshold, with its default. The defaults were calibrated on the tuning half of the
-// labelled corpus (tools/sweeps/divergence-corpus-*-tune.json, README "Divergence
-// detection") and then frozen: each is just above what the tuning set's runs that did not
+// labelled corpus (tools/sweeps/divergence-corpus-*-tune.json, docs/divergence.md) and
+// then frozen: each is just above what the tuning set's runs that did not
 // diverge reached (the second pass re-set the growth, staleness, spike and new detectors'
 // values on the tuning logs only, the figures in the comments, before measuring held-out).
 // JSON keys are the member names (from_json: unknown keys are errors, missing keys keep the
@@ -268,12 +268,12 @@ const std::vector<std::string>& detector_names();
 
 // The detectors that flag by default (`lpx train --stop-on-divergence`, `lpx report`):
 // nonfinite, attn_logit, loss_rise, update_size, fixed_batch_rise and ramp_rise. The third pass chose
-// the first four on the tuning data alone (the corpus' seeds 0-2, README "Divergence
-// detection"): no healthy run flagged, every diverged GPT run and 8 of 22 MLP runs flagged
+// the first four on the tuning data alone (the corpus' seeds 0-2, docs/divergence.md,
+// third pass): no healthy run flagged, every diverged GPT run and 8 of 22 MLP runs flagged
 // ahead; the other eleven add four MLP runs caught and all the flags on healthy runs. The
 // fourth pass added fixed_batch_rise (tuning seeds 0-4: 36 of 45 MLP runs caught ahead, 4
 // of 66 healthy runs flagged, against 19 and 5 without it), then ramp_rise (33 of 35
-// lr-driven MLP divergences caught ahead, README "Divergence detection"). The others still
+// lr-driven MLP divergences caught ahead, docs/divergence.md). The others still
 // run under "all" or by name.
 const std::vector<std::string>& default_detectors();
 
