@@ -15,6 +15,7 @@
 #include "lpx/formats/cast.hpp"
 #include "lpx/numerics/hadamard.hpp"
 #include "lpx/numerics/philox.hpp"
+#include "operand_stats.hpp"
 
 namespace lpx {
 
@@ -67,113 +68,6 @@ RoleSpec high_precision_spec(RoleSpec::Kind kind) {
   RoleSpec r;
   r.kind = kind;
   return r;
-}
-
-// SQNR, amax and % flushed of q against v (the quantizer's input), over the finite v.
-// Called on every quantized operand of every step, so it runs in 8-lane vectors (GCC/Clang
-// vector extensions, compiled per SIMD level with run-time dispatch): lane j sums the
-// elements i = j mod 8, and the lanes are added in a fixed order at the end, so every
-// clone gives the same result. The sums of squares are in double; everything else stays
-// in 32-bit lanes: a non-finite v is zeroed together with its q before the widening (both
-// then add exactly 0, with no 64-bit mask), and the counts run in 32-bit lanes emptied
-// into 64-bit totals every kCountRun elements. Against 64-bit masks and counts that is a
-// fifth less time for the same bits. What remains is the widening and squaring, about
-// 0.5 ns per element on a 2-core Xeon whether v and q are in L1 or not.
-typedef float F8 __attribute__((vector_size(32)));
-typedef int32_t I8 __attribute__((vector_size(32)));
-typedef double D8 __attribute__((vector_size(64)));
-
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void error_stats(
-    const float* v, const float* q, int64_t n, OperandStats& st) {
-  constexpr int64_t kCountRun = int64_t{1} << 28;  // at most 2^25 per 32-bit lane
-  D8 signal = {}, noise = {};
-  I8 amax = {};  // the largest finite |v| as bits: non-negative floats order as their bits
-  int64_t nonzero_all = 0, flushed_all = 0;
-  const I8 magnitude = 0x7fffffff - I8{};
-  const I8 largest = 0x7f7fffff - I8{};  // FLT_MAX's bits: above them, Inf and NaN
-  for (int64_t run = 0; run < n; run += kCountRun) {
-    const int64_t end = std::min(n, run + kCountRun);
-    I8 nonzero = {}, flushed = {};
-    for (int64_t i = run; i < end; i += 8) {
-      F8 x = {}, y = {};
-      if (end - i >= 8) {
-        std::memcpy(&x, v + i, sizeof x);
-        std::memcpy(&y, q + i, sizeof y);
-      } else {  // the tail in the first lanes, zeros beside it (a zero adds nothing)
-        for (int64_t j = 0; j < end - i; ++j) x[j] = v[i + j], y[j] = q[i + j];
-      }
-      const I8 ax = (I8)x & magnitude;
-      const I8 finite = ax <= largest;  // -1 or 0 per lane
-      const I8 ax_finite = ax & finite;
-      amax = amax >= ax_finite ? amax : ax_finite;
-      const I8 nz = finite & (x != 0);
-      nonzero -= nz;
-      flushed -= nz & (y == 0);
-      // where v is finite, v and q; else 0 and 0. The widened difference is exact, and a
-      // non-finite q beside a finite v still makes the noise infinite.
-      const D8 xd = __builtin_convertvector((F8)((I8)x & finite), D8);
-      const D8 d = __builtin_convertvector((F8)((I8)y & finite), D8) - xd;
-      signal += xd * xd;
-      noise += d * d;
-    }
-    for (int j = 0; j < 8; ++j) {
-      nonzero_all += nonzero[j];
-      flushed_all += flushed[j];
-    }
-  }
-  double sig = 0, noi = 0;
-  int32_t amax_bits = 0;
-  for (int j = 0; j < 8; ++j) {
-    sig += signal[j];
-    noi += noise[j];
-    amax_bits = std::max(amax_bits, amax[j]);
-  }
-  float amax_all;
-  std::memcpy(&amax_all, &amax_bits, sizeof amax_all);
-  st.elements = n;
-  st.amax = amax_all;
-  st.sqnr_db = noi == 0 ? std::numeric_limits<double>::infinity() : 10 * std::log10(sig / noi);
-  st.flushed_pct = nonzero_all ? 100.0 * static_cast<double>(flushed_all) / static_cast<double>(nonzero_all) : 0;
-}
-
-#ifdef __clang__
-// the sanitized build (clang -O1) cannot vectorize the two loops below and says so: fine
-#pragma clang diagnostic ignored "-Wpass-failed"
-#endif
-// The statistics of an operand the role leaves as it is (q == v): error_stats(v, v) without
-// its arithmetic. The noise is zero (SQNR +inf) and nothing is flushed, so the largest
-// finite |v| is the only figure the data decides. Non-negative floats order as their bits,
-// so the max runs on integers, with Inf and NaN (bits above FLT_MAX's) counted as 0. An
-// fp32 step observes every operand of every layer, and this pass reads each one once
-// where error_stats converted and squared it: it was a fifth of a gpt-small fp32 step.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void identity_stats(
-    const float* v, int64_t n, OperandStats& st) {
-  uint32_t largest = 0;
-#pragma omp simd reduction(max : largest)
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, v + i, sizeof bits);
-    bits &= 0x7fffffffu;
-    largest = std::max(largest, bits <= 0x7f7fffffu ? bits : 0u);
-  }
-  float amax;
-  std::memcpy(&amax, &largest, sizeof amax);
-  st.elements = n;
-  st.amax = amax;
-  st.sqnr_db = std::numeric_limits<double>::infinity();
-  st.flushed_pct = 0;
-}
-
-// How many finite v[i] became Inf or NaN in q[i] (a BF16 cast's overflows). Branch-free
-// so that it vectorizes: |x| <= FLT_MAX is false exactly for Inf and NaN.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) int64_t count_overflowed(
-    const float* __restrict v, const float* __restrict q, int64_t n) {
-  const float largest = std::numeric_limits<float>::max();
-  int64_t count = 0;
-#pragma omp simd reduction(+ : count)
-  for (int64_t i = 0; i < n; ++i)
-    count += (std::fabs(v[i]) <= largest) & !(std::fabs(q[i]) <= largest);
-  return count;
 }
 
 // Small operands (attention's per-head products) are cast on the calling thread: an
@@ -282,7 +176,7 @@ void OperandQuantizer::observe(GemmRole role, const float* in, int64_t rows, int
   }
   if (stats) {
     *stats = OperandStats{};
-    identity_stats(in, rows * cols, *stats);
+    detail::identity_stats(in, rows * cols, *stats);
   }
 }
 
@@ -357,7 +251,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       if (backend_) backend_->fake_cast(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
       else fake_cast_array(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
       if (applied) applied->element = "bfloat16";
-      if (stats) saturated = count_overflowed(v, out, n);
+      if (stats) saturated = detail::count_overflowed(v, out, n);
       break;
     }
     case RoleSpec::Kind::ternary_absmean:
@@ -400,8 +294,8 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   if (stats) {
     // v was overwritten only when it is out (fp32 role with a transform): then q == v.
     *stats = OperandStats{};
-    if (s.kind == RoleSpec::Kind::fp32) identity_stats(out, n, *stats);
-    else error_stats(v, out, n, *stats);
+    if (s.kind == RoleSpec::Kind::fp32) detail::identity_stats(out, n, *stats);
+    else detail::error_stats(v, out, n, *stats);
     stats->saturated_pct = saturated < 0 ? std::numeric_limits<double>::quiet_NaN()  // not counted
                            : n ? 100.0 * static_cast<double>(saturated) / static_cast<double>(n) : 0;
     stats->clamped_blocks = clamped;
