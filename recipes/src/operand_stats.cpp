@@ -188,7 +188,7 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) in
   int64_t count = 0;
 #pragma omp simd reduction(+ : count)
   for (int64_t i = 0; i < n; ++i)
-    count += (std::fabs(v[i]) <= largest) & !(std::fabs(q[i]) <= largest);
+    count += static_cast<int>(std::fabs(v[i]) <= largest) & static_cast<int>(!(std::fabs(q[i]) <= largest));
   return count;
 }
 
