@@ -13,7 +13,8 @@
 //     rows, then h = 8 ... n/2 on the rows o, o + 8, o + 16, ... (n / 8 of them). Each value
 //     still meets the stages in ascending h. This took the transform from 0.6-1.1 to
 //     0.3-0.6 ns per element (one thread) next to a loop over a runtime n, which moved
-//     every stage's vectors through memory.
+//     every stage's vectors through memory. For n >= 64 a band of rows is first copied
+//     into a tile whose rows are 256 bytes apart (columns_n says why).
 //   - axis 1 (along rows): the lanes are 8 consecutive elements of one block, so no
 //     transposition is needed; the stages h = 1, 2, 4 pair lanes of one vector (a lane
 //     shuffle, then both results and a blend), and h >= 8 pair whole vectors.
@@ -116,49 +117,79 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-// Every block of N down the 8-column strips from c0 to vec_cols, N in {16, ..., 128}.
+// One band of N rows: every block of N down the 8-column strips of the `width` columns
+// (a multiple of 8) from p, rows `stride` floats apart, into q (which may be p: each strip
+// is read whole before it is written). N in {16, ..., 128}.
+template <int N>
+[[gnu::always_inline]] inline void band_n(const float* p, float* q, int64_t stride, int64_t width,
+                                          const double (&sg)[N], double scale) {
+  for (int64_t c = 0; c < width; c += 8) {
+    if constexpr (N <= 32) {
+      D8 v[N];
+#pragma GCC unroll 32
+      for (int i = 0; i < N; ++i) {
+        load8(v[i], p + i * stride + c);
+        v[i] *= sg[i];
+      }
+      vector_stages(v, N);
+#pragma GCC unroll 32
+      for (int i = 0; i < N; ++i) store8(q + i * stride + c, v[i], scale);
+    } else {
+      D8 mid[N];  // after stages 1, 2, 4
+      for (int g = 0; g < N; g += 8) {
+        D8 w[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) {
+          load8(w[i], p + (g + i) * stride + c);
+          w[i] *= sg[g + i];
+        }
+        vector_stages(w, 8);
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; ++i) mid[g + i] = w[i];
+      }
+      constexpr int kGroup = N / 8;  // rows o, o + 8, ...: stage h = 8 * h' pairs w[j] and w[j + h']
+      for (int o = 0; o < 8; ++o) {
+        D8 w[kGroup];
+#pragma GCC unroll 16
+        for (int m = 0; m < kGroup; ++m) w[m] = mid[o + 8 * m];
+        vector_stages(w, kGroup);
+#pragma GCC unroll 16
+        for (int m = 0; m < kGroup; ++m) store8(q + (o + 8 * m) * stride + c, w[m], scale);
+      }
+    }
+  }
+}
+
+// The widest column piece hadamard_blocks hands blocks_down_columns.
+constexpr int64_t kColumnPiece = 64;
+
+// Every block of N down the 8-column strips from c0 to vec_cols (at most kColumnPiece
+// columns), N in {16, ..., 128}.
+//   For N >= 64 the band is first copied into a tile with rows 256 bytes apart, transformed
+//   there and copied back. In the tensor the band's rows lie a whole row apart, a multiple
+//   of 4 KiB for the usual widths (2 KiB at 512 columns), so a strip's 64 or 128 rows fall
+//   into one or two sets of the L1 cache and evict each other before the next strip reads
+//   the other half of their lines; each tile row instead fills whole lines of its own.
+//   On a 1024 x 512 operand (one thread) this took N = 64 from 0.62-0.67 to 0.34-0.40 ns
+//   per element and N = 128 from 0.82-0.87 to 0.34-0.41, next to 0.30-0.37 for N = 16,
+//   whose 16 rows share sets without evicting each other (lpx_bench_operand's
+//   hadamard/axis0/N, two runs each).
 template <int N>
 [[gnu::always_inline]] inline void columns_n(const float* src, float* dst, int64_t rows, int64_t cols, int64_t c0,
                                              int64_t vec_cols, const float* signs, double scale) {
   double sg[N];
   for (int i = 0; i < N; ++i) sg[i] = signs ? static_cast<double>(signs[i]) : 1.0;
+  const int64_t width = vec_cols - c0;
   for (int64_t r0 = 0; r0 < rows; r0 += N) {
-    const float* p = src + r0 * cols;
-    float* q = dst + r0 * cols;
-    for (int64_t c = c0; c < vec_cols; c += 8) {
-      if constexpr (N <= 32) {
-        D8 v[N];
-#pragma GCC unroll 32
-        for (int i = 0; i < N; ++i) {
-          load8(v[i], p + i * cols + c);
-          v[i] *= sg[i];
-        }
-        vector_stages(v, N);
-#pragma GCC unroll 32
-        for (int i = 0; i < N; ++i) store8(q + i * cols + c, v[i], scale);
-      } else {
-        D8 mid[N];  // after stages 1, 2, 4
-        for (int g = 0; g < N; g += 8) {
-          D8 w[8];
-#pragma GCC unroll 8
-          for (int i = 0; i < 8; ++i) {
-            load8(w[i], p + (g + i) * cols + c);
-            w[i] *= sg[g + i];
-          }
-          vector_stages(w, 8);
-#pragma GCC unroll 8
-          for (int i = 0; i < 8; ++i) mid[g + i] = w[i];
-        }
-        constexpr int kGroup = N / 8;  // rows o, o + 8, ...: stage h = 8 * h' pairs w[j] and w[j + h']
-        for (int o = 0; o < 8; ++o) {
-          D8 w[kGroup];
-#pragma GCC unroll 16
-          for (int m = 0; m < kGroup; ++m) w[m] = mid[o + 8 * m];
-          vector_stages(w, kGroup);
-#pragma GCC unroll 16
-          for (int m = 0; m < kGroup; ++m) store8(q + (o + 8 * m) * cols + c, w[m], scale);
-        }
-      }
+    const float* p = src + r0 * cols + c0;
+    float* q = dst + r0 * cols + c0;
+    if constexpr (N >= 64) {
+      alignas(64) float tile[N * kColumnPiece];
+      for (int i = 0; i < N; ++i) std::memcpy(tile + i * kColumnPiece, p + i * cols, width * sizeof(float));
+      band_n<N>(tile, tile, kColumnPiece, width, sg, scale);
+      for (int i = 0; i < N; ++i) std::memcpy(q + i * cols, tile + i * kColumnPiece, width * sizeof(float));
+    } else {
+      band_n<N>(p, q, cols, width, sg, scale);
     }
   }
 }
@@ -233,11 +264,11 @@ void hadamard_blocks(const float* in, float* out, int64_t rows, int64_t cols, in
     for (int64_t i = 0; i < pieces; ++i)
       blocks_along_rows(in, out, i * kRows, std::min(rows, (i + 1) * kRows), cols, n, s, scale);
   } else {
-    constexpr int64_t kCols = 64;
-    const int64_t pieces = (cols + kCols - 1) / kCols;
+    const int64_t pieces = (cols + kColumnPiece - 1) / kColumnPiece;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t i = 0; i < pieces; ++i)
-      blocks_down_columns(in, out, rows, cols, i * kCols, std::min(cols, (i + 1) * kCols), n, s, scale);
+      blocks_down_columns(in, out, rows, cols, i * kColumnPiece, std::min(cols, (i + 1) * kColumnPiece), n, s,
+                          scale);
   }
 }
 

@@ -173,11 +173,12 @@ TEST_CASE("hadamard_blocks: along rows and columns equals hadamard_row per block
       for (int k = 0; k < 32; ++k) REQUIRE(c[static_cast<size_t>((r0 + k) * cols + j)] == want[k]);
     }
   // Column counts that leave a partial group of lanes (down columns, hadamard_blocks
-  // transforms 8 neighbouring columns at a time), every size (blocks shorter than 8 along
-  // rows take hadamard_row itself), with and without signs, in place and from one array
-  // into another, values over many binades.
+  // transforms 8 neighbouring columns at a time), more columns than one 64-column piece
+  // (down columns, sizes 64 and 128 copy each piece's band into a tile), every size
+  // (blocks shorter than 8 along rows take hadamard_row itself), with and without signs,
+  // in place and from one array into another, values over many binades.
   for (int n : {1, 2, 4, 8, 16, 32, 64, 128}) {
-    for (const auto& [nr, nc] : {std::pair<int64_t, int64_t>{n * 2, 13}, {11, n}, {n, 3}}) {
+    for (const auto& [nr, nc] : {std::pair<int64_t, int64_t>{n * 2, 13}, {n * 2, 150}, {11, n}, {n, 3}}) {
       INFO("n " << n << " rows " << nr << " cols " << nc);
       std::vector<float> x(static_cast<size_t>(nr * nc));
       for (size_t i = 0; i < x.size(); ++i)

@@ -1,0 +1,97 @@
+// Google Benchmark driver for one training operand through OperandQuantizer::apply (the
+// transform, the quantizer and, with /stats, the per-operand statistics) on the shape of
+// gpt-small's largest operands (1024 tokens x 512 features), one role of a catalogue recipe
+// at a time, beside a memcpy moving the same bytes (read + write). This is the part of a
+// training step that a recipe adds over fp32; the README's step table is the whole step.
+// Compare items_per_second (elements per second) within one run.
+//   lpx_bench_operand [--benchmark_filter=REGEX]
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "lpx/numerics/hadamard.hpp"
+#include "lpx/recipes/operand.hpp"
+#include "lpx/recipes/recipe.hpp"
+
+namespace {
+
+constexpr int64_t kRows = 1024, kCols = 512;
+
+std::vector<float> operand() {
+  std::vector<float> v(static_cast<size_t>(kRows * kCols));
+  std::mt19937 gen(1);
+  std::normal_distribution<float> normal;
+  for (float& x : v) x = normal(gen);
+  return v;
+}
+
+void Apply(benchmark::State& state, const std::string& recipe, lpx::GemmRole role, bool stats) {
+  const std::vector<float> in = operand();
+  std::vector<float> out(in.size());
+  lpx::OperandQuantizer q(lpx::recipe_by_name(recipe), lpx::LayerInfo{2, 6, lpx::LayerInfo::linear, "h2.mlp.fc"}, 1);
+  lpx::OperandStats st;
+  uint64_t step = 0;
+  for (auto _ : state) {
+    q.apply(role, in.data(), out.data(), kRows, kCols, step++, stats ? &st : nullptr, nullptr);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+}
+
+// The blocked Hadamard transform alone (the rht recipes' first step), along the rows
+// (axis 1) or down the columns (axis 0), with random signs.
+void Hadamard(benchmark::State& state, int axis, int n) {
+  const std::vector<float> in = operand();
+  std::vector<float> out(in.size());
+  const std::vector<float> signs = lpx::hadamard_signs(n, 1, 2);
+  for (auto _ : state) {
+    lpx::hadamard_blocks(in.data(), out.data(), kRows, kCols, axis, n, signs);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+}
+
+void Memcpy(benchmark::State& state) {
+  const std::vector<float> in = operand();
+  std::vector<float> out(in.size());
+  for (auto _ : state) {
+    std::memcpy(out.data(), in.data(), in.size() * sizeof(float));
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+}
+
+// Every role that some recipe below quantizes differently: forward (reduction along the
+// rows' contiguous axis), wgrad (down the columns), with and without statistics.
+void Register() {
+  const char* recipes[] = {"bf16", "mxfp8", "mxfp4-rne", "mxfp4-sr-rht", "nvfp4", "quartet-like"};
+  const lpx::GemmRole roles[] = {lpx::GemmRole::fwd_x, lpx::GemmRole::dgrad_dy, lpx::GemmRole::wgrad_dy};
+  for (const char* r : recipes)
+    for (lpx::GemmRole role : roles)
+      for (bool stats : {false, true}) {
+        const std::string name = std::string(r) + "/" + std::string(lpx::role_name(role)) + (stats ? "/stats" : "");
+        benchmark::RegisterBenchmark(name.c_str(), [r, role, stats](benchmark::State& s) { Apply(s, r, role, stats); })
+            ->Unit(benchmark::kMicrosecond);
+      }
+  for (int axis : {0, 1})
+    for (int n : {16, 64, 128}) {
+      const std::string name = "hadamard/axis" + std::to_string(axis) + "/" + std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(), [axis, n](benchmark::State& s) { Hadamard(s, axis, n); })
+          ->Unit(benchmark::kMicrosecond);
+    }
+  benchmark::RegisterBenchmark("memcpy", Memcpy)->Unit(benchmark::kMicrosecond);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Register();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
