@@ -3,8 +3,10 @@
 // gpt-small's largest operands (1024 tokens x 512 features), one role of a catalogue recipe
 // at a time, beside a memcpy moving the same bytes (read + write). This is the part of a
 // training step that a recipe adds over fp32; the README's step table is the whole step.
-// Compare items_per_second (elements per second) within one run.
-//   lpx_bench_operand [--benchmark_filter=REGEX]
+// Compare items_per_second (elements per second) within one run. The operand is large
+// enough for the casts' OpenMP regions, so set one thread (as `lpx bench --train --threads 1`
+// does): on a small machine the idle threads' spinning otherwise lands in the timings.
+//   OMP_NUM_THREADS=1 lpx_bench_operand [--benchmark_filter=REGEX]
 #include <cstdint>
 #include <cstring>
 #include <random>
