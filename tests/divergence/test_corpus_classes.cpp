@@ -150,3 +150,55 @@ TEST_CASE("corpus figures: 95% Wilson intervals on recall and the false-positive
   CHECK(md.find(fmt::format("1/3 (33%, {:.0f}-{:.0f}%)", 100 * r.first, 100 * r.second)) !=
         std::string::npos);
 }
+
+// The seventh pass (docs/divergence.md): where every reference ended with an evaluation, the
+// gap verdict reads the evaluation loss, whose seed-to-seed spread is the model's; the
+// training loss's trailing mean spreads with the minibatches and hides real gaps.
+TEST_CASE("corpus classes: the gap verdict reads the final evaluation loss where every reference has one") {
+  const Thresholds t;
+  const Series s = steps(100);
+  std::vector<CorpusRun> runs;
+  for (int k = 0; k < 3; ++k) {
+    CorpusRun ref = run("ref-fp32-s" + std::to_string(k), s, -1, -1);
+    ref.reference = true;
+    ref.final_loss = 1.0 + 0.1 * k;  // training loss: a band of 3 x 0.1 / 1.1 = 27%
+    ref.final_eval = 0.5 + 0.005 * k;  // evaluation loss: a band of 3 x 0.005 / 0.505 = 3.0%
+    runs.push_back(ref);
+  }
+  // 10% worse on the evaluation, inside the training loss's band: a gap, flagged
+  CorpusRun worse = run("optstate-a", s, -1, 40);
+  worse.final_loss = 1.15, worse.reference_final = 1.0;
+  worse.final_eval = 0.55, worse.reference_eval = 0.5;
+  runs.push_back(worse);
+  // 2% worse on the evaluation, 20% on the training loss: within the noise band, healthy
+  CorpusRun noisy = run("healthy-a", s, -1, -1);
+  noisy.final_loss = 1.2, noisy.reference_final = 1.0;
+  noisy.final_eval = 0.51, noisy.reference_eval = 0.5;
+  runs.push_back(noisy);
+
+  const lpx::cli::GapBand b = lpx::cli::gap_band(runs, "mlp");
+  CHECK(b.eval);
+  CHECK(b.band == Approx(3 * 0.005 / 0.505).epsilon(1e-9));
+  CHECK(lpx::cli::final_gap(worse, b) == Approx(0.1));
+  CHECK(lpx::cli::verdict(worse, b) == "gap");
+  CHECK(lpx::cli::verdict(noisy, b) == "ok");
+  const auto j = lpx::cli::corpus_summary(runs, t, detector_names());
+  CHECK(j["overall"]["gap"] == 1);
+  CHECK(j["overall"]["gap_flagged"] == 1);
+  CHECK(j["overall"]["healthy"] == 1);
+  CHECK(j["gap_bands"]["mlp"]["on"] == "evaluation loss");
+  CHECK(j["gap_flagged"][0]["final_gap"].get<double>() == Approx(0.1));
+
+  // one reference without an evaluation: every verdict of the model falls back to the
+  // training loss (a band from one figure never judges a run on the other)
+  runs[1].final_eval = NAN;
+  const lpx::cli::GapBand fallback = lpx::cli::gap_band(runs, "mlp");
+  CHECK_FALSE(fallback.eval);
+  CHECK(fallback.band == Approx(3 * 0.1 / 1.1).epsilon(1e-9));
+  CHECK(lpx::cli::verdict(worse, fallback) == "ok");
+  CHECK(lpx::cli::final_gap(noisy, fallback) == Approx(0.2));
+  // a run whose evaluation loss overflowed is a gap, never ok
+  CorpusRun overflowed = worse;
+  overflowed.final_eval = INFINITY;
+  CHECK(lpx::cli::verdict(overflowed, b) == "gap");
+}

@@ -904,6 +904,14 @@ void write_html(const Report& rep, const fs::path& assets) {
   write_stdout(fmt::format("report: {} ({} runs, {} charts)\n", dst.string(), rep.runs.size(), charts.size()), "report");
 }
 
+// The loss of the evaluation a run ended with: its last /eval row, when that row was taken
+// after the run's last logged step (lpx train evaluates when it finishes); NaN otherwise.
+double final_eval_loss(const Run& r) {
+  const auto& e = r.log.eval;
+  if (e.step.empty() || r.series.step.empty() || e.step.back() != r.series.step.back() + 1) return NAN;
+  return e.loss.back();
+}
+
 // The runs as report_divergence.hpp reads them.
 std::vector<CorpusRun> corpus_runs(const Report& rep) {
   std::vector<CorpusRun> out;
@@ -917,6 +925,8 @@ std::vector<CorpusRun> corpus_runs(const Report& rep) {
     c.reference_run = r->ref ? r->ref->name : "";
     c.final_loss = r->final_loss;
     c.reference_final = r->ref ? tail_mean(r->ref->series.loss, rep.thresholds.smooth) : NAN;
+    c.final_eval = final_eval_loss(*r);
+    c.reference_eval = r->ref ? final_eval_loss(*r->ref) : NAN;
     c.flags = r->flags;
     c.outcome = r->outcome;
     // the injected outlier's step, for the "instant" class (report_divergence.hpp)
@@ -944,8 +954,13 @@ void run_report(const ReportArgs& a) {
     doc["runs"] = json::array();
     for (size_t i = 0; i < rep.runs.size(); ++i) {
       doc["runs"].push_back(run_json(*rep.runs[i]));
-      doc["runs"].back()["verdict"] = verdict(corpus[i], gap_band(corpus, corpus[i].model));
-      doc["runs"].back()["gap_band"] = num(gap_band(corpus, corpus[i].model));
+      const GapBand band = gap_band(corpus, corpus[i].model);
+      json& run = doc["runs"].back();
+      run["final_eval_loss"] = num(corpus[i].final_eval);
+      run["verdict"] = verdict(corpus[i], band);
+      run["gap_band"] = num(band.band);
+      run["gap_band_on"] = band.eval ? "evaluation loss" : "training loss";
+      run["final_gap"] = num(final_gap(corpus[i], band));
     }
     doc["configurations"] = json::array();
     for (const ConfigStats& c : rep.configs) doc["configurations"].push_back(to_json(c));

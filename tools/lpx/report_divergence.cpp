@@ -111,26 +111,39 @@ std::pair<double, double> wilson_interval(int k, int n) {
   return {std::max(0.0, center - half), std::min(1.0, center + half)};
 }
 
-double gap_band(const std::vector<CorpusRun>& runs, const std::string& model) {
-  std::vector<double> finals;
-  for (const auto& r : runs)
-    if (r.reference && r.model == model && std::isfinite(r.final_loss)) finals.push_back(r.final_loss);
-  if (finals.size() < 2) return NAN;
+GapBand gap_band(const std::vector<CorpusRun>& runs, const std::string& model) {
+  GapBand b;
+  std::vector<double> evals, trains;
+  bool every_eval = true;
+  for (const auto& r : runs) {
+    if (!r.reference || r.model != model) continue;
+    every_eval = every_eval && std::isfinite(r.final_eval);
+    if (std::isfinite(r.final_eval)) evals.push_back(r.final_eval);
+    if (std::isfinite(r.final_loss)) trains.push_back(r.final_loss);
+  }
+  b.eval = every_eval && evals.size() >= 2;
+  const std::vector<double>& finals = b.eval ? evals : trains;
+  if (finals.size() < 2) return b;
   double mean = 0;
   for (double x : finals) mean += x;
   mean /= static_cast<double>(finals.size());
   double var = 0;
   for (double x : finals) var += (x - mean) * (x - mean);
   var /= static_cast<double>(finals.size() - 1);
-  return 3.0 * std::sqrt(var) / std::fabs(mean);
+  b.band = 3.0 * std::sqrt(var) / std::fabs(mean);
+  return b;
 }
 
-std::string verdict(const CorpusRun& r, double band) {
+double final_gap(const CorpusRun& r, const GapBand& b) {
+  const double run = b.eval ? r.final_eval : r.final_loss, ref = b.eval ? r.reference_eval : r.reference_final;
+  if (!std::isfinite(ref) || std::isnan(run)) return NAN;
+  return (run - ref) / std::fabs(ref);  // +Inf for a run whose loss overflowed
+}
+
+std::string verdict(const CorpusRun& r, const GapBand& b) {
   if (r.reference) return "reference";
   if (r.outcome.diverged) return "diverged";
-  if (std::isfinite(band) && std::isfinite(r.reference_final) && std::isfinite(r.final_loss) &&
-      (r.final_loss - r.reference_final) / std::fabs(r.reference_final) > band)
-    return "gap";
+  if (std::isfinite(b.band) && final_gap(r, b) > b.band) return "gap";
   return "ok";
 }
 
@@ -152,7 +165,7 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
   Figures all;
   std::map<std::string, Figures> by_mech, by_det;
   json misses = json::array(), false_positives = json::array(), instant = json::array(), gap_flagged = json::array();
-  std::map<std::string, double> bands;
+  std::map<std::string, GapBand> bands;
   int n = 0;
   for (const auto& r : runs) {
     if (r.reference) continue;
@@ -192,7 +205,8 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
       f["first_flag"] = flags.front().describe();
       f["flags"] = flags.size();
       if (kind == "gap") {
-        f["final_gap"] = num((r.final_loss - r.reference_final) / std::fabs(r.reference_final));
+        f["final_gap"] = num(final_gap(r, bands[r.model]));
+        f["final_gap_on"] = bands[r.model].eval ? "evaluation loss" : "training loss";
         gap_flagged.push_back(f);
       } else {
         false_positives.push_back(f);
@@ -205,9 +219,13 @@ json corpus_summary(const std::vector<CorpusRun>& runs, const divergence::Thresh
   j["definition"] = fmt::format(
       "diverged: a non-finite loss, or the {}-step trailing mean of the loss above {:g} x its own lowest value so far "
       "for {} steps; instant: diverged at the run's first step or at the step an outlier is injected (no flag can "
-      "precede it; recall is over the other diverged runs); gap: not diverged, final loss above the reference's by "
-      "more than the reference seeds' noise band; healthy: neither",
+      "precede it; recall is over the other diverged runs); gap: not diverged, final evaluation loss (or, where "
+      "a reference lacks one, final training loss) above the reference's by more than the reference seeds' noise "
+      "band; healthy: neither",
       t.smooth, t.diverged_factor, t.diverged_patience);
+  j["gap_bands"] = json::object();
+  for (const auto& [model, b] : bands)
+    j["gap_bands"][model] = {{"band", num(b.band)}, {"on", b.eval ? "evaluation loss" : "training loss"}};
   j["overall"] = all.to_json();
   j["by_mechanism"] = json::object();
   for (const auto& [k, v] : by_mech) j["by_mechanism"][k] = v.to_json();
@@ -225,6 +243,12 @@ std::string corpus_markdown(const json& s) {
   auto out = std::back_inserter(o);
   fmt::format_to(out, "## Detection on the labelled runs\n\n{} runs; {}.\n\n", s["runs"].get<int>(),
                  s["definition"].get<std::string>());
+  for (auto it = s["gap_bands"].begin(); it != s["gap_bands"].end(); ++it)
+    fmt::format_to(out, "- noise band of the {} references: {} on the {}\n", it.key(),
+                   it.value()["band"].is_null() ? "none (fewer than two seeds)"
+                                                : fmt::format("{:.1f}%", 100 * it.value()["band"].get<double>()),
+                   it.value()["on"].get<std::string>());
+  if (!s["gap_bands"].empty()) fmt::format_to(out, "\n");
   const auto row = [&](const std::string& name, const json& f) {
     fmt::format_to(out, "| {} | {}/{} ({}) | {} | {}/{} ({}) | {}/{} | {} | {} | {} | {} |\n", name,
                    f["flagged_before_divergence"].get<int>(), f["diverged_with_window"].get<int>(),

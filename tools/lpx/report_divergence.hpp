@@ -24,12 +24,18 @@
 // Labels: a run's mechanism is its name up to the first '-' ("attnlogit-lr0.1-s1" is
 // "attnlogit"); the ground truth is judge() (divergence/detectors.hpp): the run's own
 // history, never the reference. `gap` is a separate verdict: the run did not diverge but
-// its final loss is above its reference's by more than the noise band, three times the
-// seed-to-seed standard deviation of the reference runs' final losses (relative), so seed
-// noise is never called a gap; with fewer than two reference seeds there is no band and
-// no `gap` verdict.
+// its final quality is worse than its reference's by more than the noise band, three times
+// the seed-to-seed standard deviation of the reference runs' final figures (relative), so
+// seed noise is never called a gap; with fewer than two reference seeds there is no band
+// and no `gap` verdict. The figure is the loss of the evaluation every run ends with (the
+// whole test set of the mlp, the validation batches of the gpt) where every reference of
+// the model has one, else the training loss's trailing mean. The training loss is one
+// minibatch per step: on the mlp its trailing mean spreads by 28% (3 sigma) from seed to
+// seed, the test loss by 4%, so only the evaluation can tell a run 10% worse from noise
+// (docs/divergence.md, seventh pass).
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,18 +53,27 @@ struct CorpusRun {
   const divergence::Series* series = nullptr;
   std::string reference_run;                // "" when none
   double final_loss = 0, reference_final = 0;  // mean of the last `smooth` steps (NaN: none)
+  // the evaluation loss at the run's (its reference's) last step; NaN when it has none
+  double final_eval = NAN, reference_eval = NAN;
   int64_t inject_step = -1;                 // the step an outlier is injected (-1: none)
   std::string inject;                       // "activation" | "weight" | ""
   std::vector<divergence::Flag> flags;      // every detector's
   divergence::Outcome outcome;              // judge() over every detector's flags
 };
 
-// The relative noise band of the references (NaN when fewer than two reference seeds of a
-// model): 3 x std / mean of their final losses, by model.
-double gap_band(const std::vector<CorpusRun>& runs, const std::string& model);
+// The noise band of one model's references and the figure it is measured on.
+struct GapBand {
+  double band = NAN;  // 3 x std / mean of the references' final figures; NaN: fewer than two
+  bool eval = false;  // the figure: the final evaluation loss (true), the training loss's trailing mean
+};
+GapBand gap_band(const std::vector<CorpusRun>& runs, const std::string& model);
+
+// The run's final figure above its reference's, relative, on the band's figure (NaN when
+// either lacks it).
+double final_gap(const CorpusRun& r, const GapBand& b);
 
 // "diverged" | "gap" | "ok" | "reference".
-std::string verdict(const CorpusRun& r, double band);
+std::string verdict(const CorpusRun& r, const GapBand& b);
 
 // Why a diverged run has no early window ("" when it has one, or did not diverge).
 std::string instant_reason(const CorpusRun& r);
