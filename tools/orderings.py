@@ -5,8 +5,10 @@ the README's two tables in Markdown: each recipe's gap to fp32 with its 95% inte
 each published ordering marked "holds", "does not hold" or "not resolved at this scale"
 by a paired 95% interval over the seeds (never by eye).
 
-Every comparison of two recipes a and b uses the paired per-seed difference of their gaps
-to the fp32 run of the same seed, d_s = (L_a,s - L_b,s) / R_s, and its Student t interval:
+L and R are the final evaluation losses (8 fixed validation batches), the figure lpx report's
+gaps read where every reference has it (the first line printed says which) (docs/recipes.md#studies). Every comparison of two recipes a and b uses the paired
+per-seed difference of their gaps to the fp32 run of the same seed,
+d_s = (L_a,s - L_b,s) / R_s, and its Student t interval:
   - "a ahead of b" holds when the interval of L_b - L_a lies above 0, does not hold when
     it lies below 0, and is not resolved otherwise;
   - "a within m of b" (equivalence) holds when the interval lies inside [-m, +m], does
@@ -66,6 +68,9 @@ def main():
     for r in rep["runs"]:
         if not r["reference"] and r["gap_to_reference"] is not None:
             gaps.setdefault(r["recipe"], {})[r["seed"]] = r["gap_to_reference"]
+    # lpx report falls back to the training loss where a reference lacks its evaluation
+    print(f"Gaps on the final {' and '.join(sorted({r['gap_on'] for r in rep['runs']}))}.")
+    print()
     print("| recipe | seeds | gap to fp32 [95% interval] | verdict |")
     print("| --- | --- | --- | --- |")
     for c in rep["configurations"]:

@@ -92,6 +92,53 @@ TEST_CASE("report: verdicts as JSON, text as Markdown") {
   CHECK(run_lpx("report " + sw.string() + " --format json --reference nope", d).status == 2);
 }
 
+// The gap of a run, the seed statistics and the study tables read the evaluation loss each
+// run ended with wherever every reference of the model has one (the held-out figure papers
+// compare); otherwise every gap of that model falls back to the training loss's last steps.
+TEST_CASE("report: gaps and seed statistics on the final evaluation loss, else the training loss") {
+  TempDir d;
+  const fs::path sw = d / "sweep";
+  const auto with_eval = [](Run r, double eval_loss) {
+    r.eval.step = {120};  // after the last step (119): the evaluation lpx train ends with
+    r.eval.loss = {eval_loss};
+    r.eval.accuracy = {0.5};
+    return r;
+  };
+  // training losses: the same curve for every run of a seed (training gaps of 0%);
+  // evaluation losses: mxfp6 is +10%, +12%, +14% above fp32 on seeds 0, 1, 2
+  const double ref_eval[] = {1.00, 1.02, 0.98}, gap[] = {0.10, 0.12, 0.14};
+  for (int s = 0; s < 3; ++s) {
+    put(sw, "ref-fp32-s" + std::to_string(s), with_eval(synthetic("fp32", s, 1e-3, -1), ref_eval[s]));
+    put(sw, "mxfp6-s" + std::to_string(s), with_eval(synthetic("mxfp6", s, 1e-3, -1), ref_eval[s] * (1 + gap[s])));
+  }
+  const auto j = nlohmann::json::parse(run_lpx("report " + sw.string() + " --format json", d).out);
+  for (const auto& r : j["runs"]) {
+    CHECK(r["gap_on"] == "evaluation loss");
+    if (r["reference"] == true) continue;
+    const int s = r["seed"].get<int>();
+    CHECK(r["gap_to_reference"].get<double>() == Approx(gap[s]));
+    CHECK(r["final_eval_loss"].get<double>() == Approx(ref_eval[s] * (1 + gap[s])));
+  }
+  REQUIRE(j["configurations"].size() == 1);
+  const auto& c = j["configurations"][0];
+  CHECK(c["gap_on"] == "evaluation loss");
+  CHECK(c["mean_gap"].get<double>() == Approx(0.12));
+  CHECK(c["verdict"] == "worse");
+  const auto md = run_lpx("report " + sw.string() + " --format md", d);
+  CHECK(md.out.find("| mxfp6 | - | 3 | final eval | +12.00% [") != std::string::npos);
+
+  // one reference without its evaluation: every gap of the model is on the training loss,
+  // where mxfp6 matches fp32
+  put(sw, "ref-fp32-s1", synthetic("fp32", 1, 1e-3, -1));
+  const auto f = nlohmann::json::parse(run_lpx("report " + sw.string() + " --format json", d).out);
+  for (const auto& r : f["runs"]) {
+    CHECK(r["gap_on"] == "training loss");
+    if (r["reference"] == false) CHECK(std::fabs(r["gap_to_reference"].get<double>()) < 1e-9);
+  }
+  CHECK(f["configurations"][0]["gap_on"] == "training loss");
+  CHECK(f["configurations"][0]["verdict"] == "not resolved");
+}
+
 TEST_CASE("report: one self-contained HTML page") {
   if (!fs::exists(assets() + "/node_modules/vega-embed/build/vega-embed.min.js")) {
     WARN("SKIPPED: tools/report/node_modules missing (run tools/install-deps.sh)");

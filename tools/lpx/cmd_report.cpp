@@ -80,6 +80,8 @@ struct Run {
   std::vector<divergence::Flag> flags;
   divergence::Outcome outcome;
   double final_loss = NAN, gap = NAN;
+  double final_eval = NAN;  // the evaluation loss the run ended with (NaN: none)
+  bool gap_on_eval = false;  // gap (and the study's figures) on final_eval, else on final_loss
 };
 
 struct Report {
@@ -90,6 +92,8 @@ struct Report {
   std::vector<ConfigStats> configs;  // seed statistics per configuration (report_study.hpp)
   std::vector<Blame> blames;         // per-operand / per-layer blame of ablation sweeps
 };
+
+std::vector<CorpusRun> corpus_runs(const Report& rep);
 
 void flatten(const json& j, const std::string& prefix, json& out) {
   if (j.is_object()) {
@@ -328,16 +332,28 @@ Report load(const ReportArgs& a) {
     r->flags = divergence::only(divergence::detect(r->series, rep.thresholds, ref), enabled);
     r->outcome = divergence::judge(r->series, ref, rep.thresholds, r->flags);
     r->final_loss = tail_mean(r->series.loss, rep.thresholds.smooth);
-    if (r->ref) r->gap = (r->final_loss - tail_mean(r->ref->series.loss, rep.thresholds.smooth)) /
-                         std::fabs(tail_mean(r->ref->series.loss, rep.thresholds.smooth));
+  }
+  // One gap per run, on the figure the gap verdict reads (report_divergence.hpp, gap_band):
+  // the final evaluation loss where every reference of the model ended with one, else the
+  // training loss's trailing mean. The seed statistics and blame below read the same figure.
+  const std::vector<CorpusRun> corpus = corpus_runs(rep);
+  std::map<std::string, GapBand> bands;
+  for (size_t i = 0; i < rep.runs.size(); ++i) {
+    Run& r = *rep.runs[i];
+    auto band = bands.find(corpus[i].model);
+    if (band == bands.end()) band = bands.emplace(corpus[i].model, gap_band(corpus, corpus[i].model)).first;
+    r.final_eval = corpus[i].final_eval;
+    r.gap_on_eval = band->second.eval;
+    if (r.ref) r.gap = final_gap(corpus[i], band->second);
   }
   // seed statistics and blame over the finished runs
   std::vector<StudyRun> study;
   for (const auto& r : rep.runs) {
     if (!r->finished) continue;
+    const auto figure = [&](const Run& x) { return r->gap_on_eval ? x.final_eval : x.final_loss; };
     study.push_back(StudyRun{r->name, r->log.header.recipe, config_text(r->swept),
-                             static_cast<uint64_t>(r->log.header.seed), r->reference,
-                             r->final_loss, r->ref ? tail_mean(r->ref->series.loss, rep.thresholds.smooth) : NAN});
+                             static_cast<uint64_t>(r->log.header.seed), r->reference, figure(*r),
+                             r->ref ? figure(*r->ref) : NAN, r->gap_on_eval});
   }
   rep.configs = config_stats(study);
   rep.blames = blame(study);
@@ -362,7 +378,9 @@ json run_json(const Run& r) {
   j["steps"] = r.series.rows();
   j["finished"] = r.finished;
   j["final_loss"] = num(r.final_loss);
+  j["final_eval_loss"] = num(r.final_eval);
   j["gap_to_reference"] = num(r.gap);
+  j["gap_on"] = r.gap_on_eval ? "evaluation loss" : "training loss";
   j["flagged"] = r.outcome.flagged;
   j["first_flag_step"] = r.outcome.flagged ? json(r.outcome.first_flag_step) : json(nullptr);
   j["first_flag_detector"] = r.outcome.flagged ? json(r.outcome.first_flag_detector) : json(nullptr);
@@ -472,19 +490,23 @@ std::string kept_layers(const Run& r) {
 std::string table_row_cells(const Run& r) {
   const auto& o = r.outcome;
   const std::string kept = kept_layers(r);
-  return fmt::format("{}|{}{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe,
+  return fmt::format("{}|{}{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", r.name, r.log.header.recipe,
                      quantized_nothing(r) ? " (nothing quantized below BF16)"
                      : kept.empty()       ? ""
                                           : fmt::format(" (kept high: {})", kept),
                      r.log.header.seed, config_text(r.swept),
-                     fmt_num(r.final_loss), r.ref ? fmt::format("{:+.2f}%", 100 * r.gap) : (r.reference ? "reference" : "-"),
+                     fmt_num(r.final_loss), fmt_num(r.final_eval),
+                     r.ref ? fmt::format("{:+.2f}%{}", 100 * r.gap, r.gap_on_eval ? "" : " (training loss)")
+                           : (r.reference ? "reference" : "-"),
                      o.flagged ? fmt::format("{} ({})", o.first_flag_step, o.first_flag_detector) : "-",
                      o.diverged ? fmt::format("{} ({})", o.divergence_step, o.reason) : "-",
                      o.lead_time ? fmt::format("{}", *o.lead_time) : "-", r.finished ? "yes" : "no");
 }
-// "final loss" is the mean of the last `smooth` steps (tail_mean), and the header says so.
+// "final loss" is the mean of the last `smooth` steps (tail_mean), and the header says so;
+// the gap is on the final evaluation loss unless its cell says "(training loss)".
 std::string header(const Report& rep) {
-  return fmt::format("run|recipe|seed|swept config|final loss (mean of last {} steps)|gap to reference|first flag|"
+  return fmt::format("run|recipe|seed|swept config|final loss (mean of last {} steps)|final eval loss|"
+                     "gap to reference (eval loss)|first flag|"
                      "divergence|lead time|finished",
                      std::max(1, rep.thresholds.smooth));
 }
@@ -496,10 +518,11 @@ std::vector<std::pair<std::string, std::vector<std::string>>> study_tables(const
   bool any_interval = false;
   for (const ConfigStats& c : rep.configs) any_interval = any_interval || c.gap.n >= 2;
   if (any_interval) {
-    std::vector<std::string> rows = {"recipe|swept config|seeds|mean gap to reference [95% interval]|reference seed-to-seed "
-                                     "spread|verdict"};
+    std::vector<std::string> rows = {"recipe|swept config|seeds|loss|mean gap to reference [95% interval]|reference "
+                                     "seed-to-seed spread|verdict"};
     for (const ConfigStats& c : rep.configs)
-      rows.push_back(fmt::format("{}|{}|{}|{}|{}|{}{}", c.recipe, c.config, c.gap.n, gap_text(c.gap),
+      rows.push_back(fmt::format("{}|{}|{}|{}|{}|{}|{}{}", c.recipe, c.config, c.gap.n,
+                                 c.on_eval ? "final eval" : "training (last steps)", gap_text(c.gap),
                                  std::isfinite(c.reference_spread) ? fmt::format("{:.2f}%", 100 * c.reference_spread) : "n/a",
                                  c.verdict, c.within_seed_spread ? " (within seed spread)" : ""));
     out.emplace_back("Seed statistics", rows);
@@ -956,7 +979,6 @@ void run_report(const ReportArgs& a) {
       doc["runs"].push_back(run_json(*rep.runs[i]));
       const GapBand band = gap_band(corpus, corpus[i].model);
       json& run = doc["runs"].back();
-      run["final_eval_loss"] = num(corpus[i].final_eval);
       run["verdict"] = verdict(corpus[i], band);
       run["gap_band"] = num(band.band);
       run["gap_band_on"] = band.eval ? "evaluation loss" : "training loss";

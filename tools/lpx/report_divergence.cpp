@@ -121,7 +121,7 @@ GapBand gap_band(const std::vector<CorpusRun>& runs, const std::string& model) {
     if (std::isfinite(r.final_eval)) evals.push_back(r.final_eval);
     if (std::isfinite(r.final_loss)) trains.push_back(r.final_loss);
   }
-  b.eval = every_eval && evals.size() >= 2;
+  b.eval = every_eval && !evals.empty();  // one reference: no band, but its runs' gaps are on the evaluation
   const std::vector<double>& finals = b.eval ? evals : trains;
   if (finals.size() < 2) return b;
   double mean = 0;

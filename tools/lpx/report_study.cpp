@@ -74,12 +74,14 @@ std::vector<ConfigStats> config_stats(const std::vector<StudyRun>& runs) {
       ConfigStats c;
       c.recipe = r.recipe;
       c.config = r.config;
+      c.on_eval = true;
       out.push_back(std::move(c));
       gaps.emplace_back();
       refs.emplace_back();
     }
     ConfigStats& c = out[it->second];
     c.runs.push_back(r.name);
+    c.on_eval = c.on_eval && r.on_eval;
     if (std::isfinite(r.final_loss) && std::isfinite(r.reference_loss) && r.reference_loss != 0) {
       gaps[it->second].push_back((r.final_loss - r.reference_loss) / std::fabs(r.reference_loss));
       refs[it->second].push_back(r.reference_loss);
@@ -175,6 +177,7 @@ nlohmann::ordered_json to_json(const ConfigStats& c) {
   j["recipe"] = c.recipe;
   j["config"] = c.config;
   j["seeds"] = c.gap.n;
+  j["gap_on"] = c.on_eval ? "evaluation loss" : "training loss";
   j["runs"] = c.runs;
   j["mean_gap"] = num(c.gap.mean);
   j["gap_ci95"] = c.gap.n >= 2 ? nlohmann::ordered_json::array({num(c.gap.lo), num(c.gap.hi)}) : nlohmann::ordered_json(nullptr);

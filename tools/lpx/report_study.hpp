@@ -4,8 +4,9 @@
 //
 // Seed statistics. A configuration is a recipe with its swept settings, over seeds. Each
 // seed s is paired with the reference run of the same seed (same initial weights and the
-// same batches), and its gap is relative: g_s = (L_s - R_s) / R_s, L and R the final losses
-// (mean of the last steps). The configuration's gap is the mean of g_s with a 95% Student t
+// same batches), and its gap is relative: g_s = (L_s - R_s) / R_s, L and R the final losses:
+// the evaluation loss each run ends with where every reference of the model has one (the
+// held-out figure papers compare), else the training loss's mean over the last steps. The configuration's gap is the mean of g_s with a 95% Student t
 // interval over its n seeds (n - 1 degrees of freedom). The verdict is "worse" or "better"
 // when the interval excludes 0, else "not resolved". The reference's own seed-to-seed
 // spread is the relative standard deviation of R_s across the seeds; a mean gap inside it
@@ -51,6 +52,7 @@ struct StudyRun {
   bool reference = false;
   double final_loss = 0;      // NaN when the run has none
   double reference_loss = 0;  // the paired reference's final loss; NaN without one
+  bool on_eval = false;       // the losses are the final evaluation's (else the training loss's last steps)
 };
 
 struct ConfigStats {
@@ -60,6 +62,7 @@ struct ConfigStats {
   double reference_spread = 0;   // relative sd of the reference losses of these seeds (NaN: < 2)
   bool within_seed_spread = false;
   std::string verdict;           // "worse" | "better" | "not resolved" | "one seed"
+  bool on_eval = false;          // every seed's gap is on the final evaluation loss
 };
 std::vector<ConfigStats> config_stats(const std::vector<StudyRun>& runs);
 
