@@ -6,11 +6,13 @@
 // seed s is paired with the reference run of the same seed (same initial weights and the
 // same batches), and its gap is relative: g_s = (L_s - R_s) / R_s, L and R the final losses:
 // the evaluation loss each run ends with where every reference of the model has one (the
-// held-out figure papers compare), else the training loss's mean over the last steps. The configuration's gap is the mean of g_s with a 95% Student t
-// interval over its n seeds (n - 1 degrees of freedom). The verdict is "worse" or "better"
-// when the interval excludes 0, else "not resolved". The reference's own seed-to-seed
-// spread is the relative standard deviation of R_s across the seeds; a mean gap inside it
-// is marked within_seed_spread (the size of difference that changing the seed alone makes).
+// held-out figure papers compare), else the training loss's mean over the last steps (the
+// caller, cmd_report.cpp, chooses per model, as the gap verdict does). The configuration's
+// gap is the mean of g_s with a 95% Student t interval over its n seeds (n - 1 degrees of
+// freedom). The verdict is "worse" or "better" when the interval excludes 0, else "not
+// resolved". The reference's own seed-to-seed spread is the relative standard deviation of
+// R_s across the seeds; a mean gap inside it is marked within_seed_spread (the size of
+// difference that changing the seed alone makes).
 //
 // Blame. `lpx sweep --ablate roles|layers RECIPE` runs the recipe, and for each unit u (a
 // GEMM role, or a transformer block) the recipe with only u quantized ("only") and with
