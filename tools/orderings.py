@@ -5,9 +5,10 @@ the README's two tables in Markdown: each recipe's gap to fp32 with its 95% inte
 each published ordering marked "holds", "does not hold" or "not resolved at this scale"
 by a paired 95% interval over the seeds (never by eye).
 
-L and R are the final evaluation losses (8 fixed validation batches), the figure lpx report's
-gaps read where every reference has it (the first line printed says which) (docs/recipes.md#studies). Every comparison of two recipes a and b uses the paired
-per-seed difference of their gaps to the fp32 run of the same seed,
+L and R are the final evaluation losses (8 fixed validation batches): the figure lpx
+report's gaps read wherever every reference has one (docs/recipes.md#studies; the first
+line printed says which loss it was). Every comparison of two recipes a and b uses the
+paired per-seed difference of their gaps to the fp32 run of the same seed,
 d_s = (L_a,s - L_b,s) / R_s, and its Student t interval:
   - "a ahead of b" holds when the interval of L_b - L_a lies above 0, does not hold when
     it lies below 0, and is not resolved otherwise;

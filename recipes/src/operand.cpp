@@ -251,7 +251,6 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       if (backend_) backend_->fake_cast(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
       else fake_cast_array(std::span<const float>(v, count), std::span<float>(out, count), fmt16::bf16, opt);
       if (applied) applied->element = "bfloat16";
-      if (stats) saturated = detail::count_overflowed(v, out, n);
       break;
     }
     case RoleSpec::Kind::ternary_absmean:
@@ -294,8 +293,13 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   if (stats) {
     // v was overwritten only when it is out (fp32 role with a transform): then q == v.
     *stats = OperandStats{};
-    if (s.kind == RoleSpec::Kind::fp32) detail::identity_stats(out, n, *stats);
-    else detail::error_stats(v, out, n, *stats);
+    if (s.kind == RoleSpec::Kind::fp32) {
+      detail::identity_stats(out, n, *stats);
+    } else {
+      const int64_t overflowed = detail::error_stats(v, out, n, *stats);
+      // a BF16 cast (IEEE overflow) saturates by overflowing to Inf; counted in the same pass
+      if (s.kind == RoleSpec::Kind::bf16) saturated = overflowed;
+    }
     stats->saturated_pct = saturated < 0 ? std::numeric_limits<double>::quiet_NaN()  // not counted
                            : n ? 100.0 * static_cast<double>(saturated) / static_cast<double>(n) : 0;
     stats->clamped_blocks = clamped;

@@ -16,7 +16,9 @@ using namespace lpx;
 namespace {
 
 // v: normal values, every 5th far smaller, exact zeros, NaN and +-Inf; q: v with a relative
-// error, flushed to zero at every 7th element, and (with_inf) one q turned into Inf.
+// error, flushed to zero at every 7th element, and (with_inf) q turned into +-Inf at every
+// 17th element and the last but one (beside finite v and beside Inf and NaN v), and into
+// NaN where v is Inf or NaN at every 23rd.
 void make_operand(int64_t n, uint32_t seed, bool with_inf, std::vector<float>& v, std::vector<float>& q) {
   std::mt19937 gen(seed);
   std::normal_distribution<float> normal;
@@ -30,7 +32,19 @@ void make_operand(int64_t n, uint32_t seed, bool with_inf, std::vector<float>& v
     if (i % 13 == 4) v[k] = i % 2 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
     if (i % 19 == 6) v[k] = 0.0f;
   }
-  if (with_inf && n > 2) q[static_cast<size_t>(n - 2)] = std::numeric_limits<float>::infinity();
+  if (!with_inf) return;
+  for (int64_t i = 0; i < n; i += 17)
+    q[static_cast<size_t>(i)] = (i % 2 ? -1 : 1) * std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; i += 23)
+    if (!std::isfinite(v[static_cast<size_t>(i)])) q[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
+  if (n > 2) q[static_cast<size_t>(n - 2)] = std::numeric_limits<float>::infinity();
+}
+
+// The count error_stats returns, written out by hand: finite v, q Inf or NaN.
+int64_t overflowed_by_hand(const std::vector<float>& v, const std::vector<float>& q) {
+  int64_t count = 0;
+  for (size_t i = 0; i < v.size(); ++i) count += std::isfinite(v[i]) && !std::isfinite(q[i]);
+  return count;
 }
 
 bool same_bits(const OperandStats& a, const OperandStats& b) {
@@ -44,7 +58,8 @@ bool same_bits(const OperandStats& a, const OperandStats& b) {
 TEST_CASE("error_stats: the AVX-512 loop gives the portable loop's bits", "[recipes]") {
   std::vector<float> v, q;
   OperandStats probe;
-  if (!detail::error_stats_avx512(nullptr, nullptr, 0, probe)) {
+  int64_t probe_count = 0;
+  if (!detail::error_stats_avx512(nullptr, nullptr, 0, probe, probe_count)) {
     WARN("skipped: no AVX-512F on this CPU (the portable loop is the only one that runs)");
     return;
   }
@@ -56,10 +71,13 @@ TEST_CASE("error_stats: the AVX-512 loop gives the portable loop's bits", "[reci
     for (bool with_inf : {false, true}) {
       make_operand(n, static_cast<uint32_t>(n) * 2 + with_inf, with_inf, v, q);
       OperandStats a, b;
-      detail::error_stats_portable(v.data(), q.data(), n, a);
-      REQUIRE(detail::error_stats_avx512(v.data(), q.data(), n, b));
+      int64_t overflowed = -1;
+      const int64_t by_hand = overflowed_by_hand(v, q);
+      CHECK(detail::error_stats_portable(v.data(), q.data(), n, a) == by_hand);
+      REQUIRE(detail::error_stats_avx512(v.data(), q.data(), n, b, overflowed));
       INFO("n = " << n << ", q with Inf: " << with_inf << ", SQNR " << a.sqnr_db << " and " << b.sqnr_db);
       CHECK(same_bits(a, b));
+      CHECK(overflowed == by_hand);
     }
 }
 
@@ -80,7 +98,7 @@ TEST_CASE("error_stats: amax, SQNR and flushed share as written out by hand, on 
   }
   REQUIRE(flushed > 0);
   OperandStats st;
-  detail::error_stats(v.data(), q.data(), n, st);  // the loop this CPU runs
+  CHECK(detail::error_stats(v.data(), q.data(), n, st) == 0);  // the loop this CPU runs
   CHECK(st.elements == n);
   CHECK(st.amax == amax);
   CHECK(st.sqnr_db == Approx(10 * std::log10(signal / noise)).epsilon(1e-12));
@@ -88,8 +106,16 @@ TEST_CASE("error_stats: amax, SQNR and flushed share as written out by hand, on 
   OperandStats portable;
   detail::error_stats_portable(v.data(), q.data(), n, portable);
   CHECK(same_bits(st, portable));
-  // a q that overflowed beside a finite v makes the noise infinite
+  // a q that overflowed beside a finite v makes the noise infinite, and is counted
   make_operand(n, 7, true, v, q);
-  detail::error_stats(v.data(), q.data(), n, st);
+  const int64_t by_hand = overflowed_by_hand(v, q);
+  REQUIRE(by_hand > 1000);
+  CHECK(detail::error_stats(v.data(), q.data(), n, st) == by_hand);
   CHECK(st.sqnr_db == -std::numeric_limits<double>::infinity());
+  // a NaN q beside a finite v counts too (and leaves no SQNR), on either loop
+  const std::vector<float> x = {1.0f, 2.0f, std::numeric_limits<float>::quiet_NaN(), 4.0f},
+                           y = {1.0f, std::numeric_limits<float>::quiet_NaN(), 0.0f, std::numeric_limits<float>::infinity()};
+  CHECK(detail::error_stats(x.data(), y.data(), 4, st) == 2);
+  CHECK(std::isnan(st.sqnr_db));
+  CHECK(detail::error_stats_portable(x.data(), y.data(), 4, st) == 2);
 }

@@ -31,7 +31,7 @@ void Portable(benchmark::State& state) {
   Operand o(state.range(0));
   lpx::OperandStats st;
   for (auto _ : state) {
-    lpx::detail::error_stats_portable(o.v.data(), o.q.data(), state.range(0), st);
+    benchmark::DoNotOptimize(lpx::detail::error_stats_portable(o.v.data(), o.q.data(), state.range(0), st));
     benchmark::DoNotOptimize(st);
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
@@ -40,13 +40,15 @@ void Portable(benchmark::State& state) {
 void Avx512(benchmark::State& state) {
   Operand o(state.range(0));
   lpx::OperandStats st;
-  if (!lpx::detail::error_stats_avx512(o.v.data(), o.q.data(), 0, st)) {
+  int64_t overflowed = 0;
+  if (!lpx::detail::error_stats_avx512(o.v.data(), o.q.data(), 0, st, overflowed)) {
     state.SkipWithError("no AVX-512F on this CPU");
     return;
   }
   for (auto _ : state) {
-    lpx::detail::error_stats_avx512(o.v.data(), o.q.data(), state.range(0), st);
+    lpx::detail::error_stats_avx512(o.v.data(), o.q.data(), state.range(0), st, overflowed);
     benchmark::DoNotOptimize(st);
+    benchmark::DoNotOptimize(overflowed);
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
