@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include "cast_simd.hpp"
+#include "lpx/numerics/parallel.hpp"
 
 namespace lpx {
 
@@ -32,14 +33,13 @@ void for_each_chunk(size_t n, uint64_t index_offset, int threads, Kernel kernel)
   const size_t head = static_cast<size_t>((4 - index_offset % 4) % 4);
   const size_t body = n > head ? n - head : 0;
   const int64_t chunks = static_cast<int64_t>(std::max<size_t>(1, (body + kChunk - 1) / kChunk));
-  const int nthreads = threads > 0 ? threads : omp_get_max_threads();
-#pragma omp parallel for schedule(static) num_threads(nthreads) if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
+  // one chunk, or one thread: no OpenMP region (numerics/parallel.hpp)
+  parallel_for(chunks, threads > 0 ? threads : omp_get_max_threads(), [&](int64_t c) {
     const size_t uc = static_cast<size_t>(c);
     const size_t begin = c == 0 ? 0 : head + uc * kChunk;
     const size_t end = std::min(n, head + (uc + 1) * kChunk);
     kernel(begin, end - begin);
-  }
+  });
 }
 
 void check_sizes(size_t a, size_t b) {

@@ -212,14 +212,17 @@ TensorCall make_call(const Layout& L, int threads) {
 Amax measure_tensor_amax(const TensorCall& c, bool simd) {
   const int64_t numel = c.job.layout->numel;
   const int64_t units = chunk_count(numel);
-  Amax total;
-#pragma omp parallel for schedule(static) num_threads(c.threads) if (c.parallel) \
-    reduction(lpx_amax : total)
-  for (int64_t u = 0; u < units; ++u) {
+  const auto unit_amax = [&](int64_t u) {
     const Box b = chunk_box(u, numel);
-    total.merge(simd ? simd_range_amax(c.job, b.base, b.cols)
-                     : block_amax(c.job.x, b, c.job.ctx->opt));
+    return simd ? simd_range_amax(c.job, b.base, b.cols) : block_amax(c.job.x, b, c.job.ctx->opt);
+  };
+  Amax total;
+  if (!c.parallel) {  // no OpenMP region at all (an if(false) region still costs a futex call)
+    for (int64_t u = 0; u < units; ++u) total.merge(unit_amax(u));
+    return total;
   }
+#pragma omp parallel for schedule(static) num_threads(c.threads) reduction(lpx_amax : total)
+  for (int64_t u = 0; u < units; ++u) total.merge(unit_amax(u));
   return total;
 }
 
@@ -243,9 +246,11 @@ BlockTotals quantize_strided(const TensorCall& c) {
   const int64_t chunks = (C + W - 1) / W, units = v.outer * v.G * chunks;
   const size_t tile = static_cast<size_t>(std::min(Lb, R) * W);
   const bool sr = is_stochastic(ctx.opt.round);
-  BlockTotals total;
-#pragma omp parallel num_threads(c.threads) if (c.parallel) reduction(lpx_totals : total)
-  {
+  // One thread's share of the units into its totals t (kInRegion: the body of the parallel
+  // region below), or every unit on the calling thread when the call is not parallel: then
+  // no OpenMP region at all, since an if(false) region still costs a futex call
+  // (numerics/parallel.hpp).
+  const auto thread_units = [&]<bool kInRegion>(BlockTotals& t) {
     // The column-lane kernel needs only rows_rnd (sr); the transposing path's buffers are
     // sized when a tile first takes it (most tiles of finite data never do).
     ScratchBuffer<uint32_t> rows_rnd_buf;
@@ -273,13 +278,12 @@ BlockTotals quantize_strided(const TensorCall& c) {
       if (whole.scale_codes != nullptr) job.scale_codes = sc.data();
       else job.scale_values = sv.data();
     };
-#pragma omp for schedule(static)
-    for (int64_t u = 0; u < units; ++u) {
+    const auto unit = [&](int64_t u) {
       const int64_t slab_row = u / chunks, c0 = (u % chunks) * W;  // slab_row = o * G + rb
       const int64_t o = slab_row / v.G, rb = slab_row % v.G;
       const int64_t r0 = rb * Lb, nr = std::min(Lb, R - r0), nc = std::min(W, C - c0);
       const int64_t first = (o * R + r0) * C + c0;  // flat index of the tile's (0, 0)
-      if (simd_quantize_columns(whole, first, nr, nc, C, slab_row * C + c0, rows_rnd, total)) continue;
+      if (simd_quantize_columns(whole, first, nr, nc, C, slab_row * C + c0, rows_rnd, t)) return;
       if (in.empty()) transposing_buffers();
       job.row_len = nr;
       job.block_len = nr;
@@ -288,7 +292,7 @@ BlockTotals quantize_strided(const TensorCall& c) {
         simd_random_rows(job, rows_rnd, nr, nc, static_cast<uint64_t>(first), C);
         transpose_in(rows_rnd, nc, rnd.data(), nr, nc);
       }
-      simd_quantize_blocks(job, 0, nc, total);
+      simd_quantize_blocks(job, 0, nc, t);
       for (int64_t col = 0; col < nc; ++col) {
         const size_t b = static_cast<size_t>(slab_row * C + c0 + col);
         if (whole.scale_codes != nullptr) whole.scale_codes[b] = sc[static_cast<size_t>(col)];
@@ -296,8 +300,21 @@ BlockTotals quantize_strided(const TensorCall& c) {
       }
       if (whole.out != nullptr) transpose_out(vals.data(), whole.out + first, C, nr, nc);
       if (whole.codes != nullptr) transpose_out(codes.data(), whole.codes + first, C, nr, nc);
+    };
+    if constexpr (kInRegion) {
+#pragma omp for schedule(static)
+      for (int64_t u = 0; u < units; ++u) unit(u);
+    } else {
+      for (int64_t u = 0; u < units; ++u) unit(u);
     }
+  };
+  BlockTotals total;
+  if (!c.parallel) {
+    thread_units.template operator()<false>(total);
+    return total;
   }
+#pragma omp parallel num_threads(c.threads) reduction(lpx_totals : total)
+  thread_units.template operator()<true>(total);
   return total;
 }
 

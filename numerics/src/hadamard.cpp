@@ -22,6 +22,7 @@
 // hadamard_row itself. Operands of 2^16 elements or more are split into pieces of rows
 // (axis 1) or columns (axis 0) over OpenMP threads.
 #include "lpx/numerics/hadamard.hpp"
+#include "lpx/numerics/parallel.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -256,19 +257,20 @@ void hadamard_blocks(const float* in, float* out, int64_t rows, int64_t cols, in
   // Large operands in pieces over OpenMP threads (outside the clones: a parallel region
   // inside one would be outlined before cloning and run the baseline code). Every block
   // is computed alone, so the thread count never changes a bit.
-  const bool parallel = rows * cols >= (int64_t{1} << 16);
+  // (Small operands, or one thread: no OpenMP region at all, numerics/parallel.hpp.)
+  const int threads = threads_if(rows * cols >= (int64_t{1} << 16));
   if (axis == 1) {
     constexpr int64_t kRows = 16;
     const int64_t pieces = (rows + kRows - 1) / kRows;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t i = 0; i < pieces; ++i)
+    parallel_for(pieces, threads, [&](int64_t i) {
       blocks_along_rows(in, out, i * kRows, std::min(rows, (i + 1) * kRows), cols, n, s, scale);
+    });
   } else {
     const int64_t pieces = (cols + kColumnPiece - 1) / kColumnPiece;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int64_t i = 0; i < pieces; ++i)
+    parallel_for(pieces, threads, [&](int64_t i) {
       blocks_down_columns(in, out, rows, cols, i * kColumnPiece, std::min(cols, (i + 1) * kColumnPiece), n, s,
                           scale);
+    });
   }
 }
 

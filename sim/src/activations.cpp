@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "lpx/numerics/parallel.hpp"
 #include "lpx/sim/layers.hpp"
 
 #ifdef __clang__
@@ -76,13 +77,17 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
 }  // namespace
 
 void gelu_forward_f32(float* out, const float* inp, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kChunk)
-  for (int64_t c = 0; c < n; c += kChunk) forward_kernel(out + c, inp + c, std::min(kChunk, n - c));
+  parallel_for((n + kChunk - 1) / kChunk, threads_if(n > kChunk), [&](int64_t i) {
+    const int64_t c = i * kChunk;
+    forward_kernel(out + c, inp + c, std::min(kChunk, n - c));
+  });
 }
 
 void gelu_backward_f32(float* dinp, const float* inp, const float* dout, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > kChunk)
-  for (int64_t c = 0; c < n; c += kChunk) backward_kernel(dinp + c, inp + c, dout + c, std::min(kChunk, n - c));
+  parallel_for((n + kChunk - 1) / kChunk, threads_if(n > kChunk), [&](int64_t i) {
+    const int64_t c = i * kChunk;
+    backward_kernel(dinp + c, inp + c, dout + c, std::min(kChunk, n - c));
+  });
 }
 
 }  // namespace lpx::sim::layers

@@ -16,6 +16,7 @@
 #include "enum_names.hpp"
 #include "exact_gemm.hpp"
 #include "limited_gemm.hpp"
+#include "lpx/numerics/parallel.hpp"
 
 namespace lpx::sim {
 
@@ -64,15 +65,16 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
     return;
   }
   const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
-  // One chunk (attention's per-head products, small layers) runs without opening a
-  // parallel region: on a busy machine a region per tiny GEMM costs far more than it gives.
+  // One chunk (attention's per-head products, small layers), or one thread, runs without
+  // opening a parallel region (numerics/parallel.hpp): a region per tiny GEMM costs far more
+  // than it gives.
+  const int threads = threads_if(chunks > 1);
   //
   // fast fp32: the exact order's register tiles where the CPU has FMA instructions (its
   // fastest path, about 5x Eigen's; so fast and exact give the same bits there), Eigen's
   // blocked product elsewhere.
   if (acc.is_fp32() && order == GemmOrder::fast && !detail::exact_gemm_tiled()) {
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t ci = 0; ci < chunks; ++ci) {
+    parallel_for(chunks, threads, [&](int64_t ci) {
       const int64_t r0 = ci * kRowChunk;
       const int64_t rows = std::min(kRowChunk, m - r0);
       Map cm(c + r0 * n, rows, n, Eigen::OuterStride<>(n));
@@ -97,7 +99,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
           else cm.noalias() = am.transpose() * bm.transpose();
         }
       }
-    }
+    });
     return;
   }
   // The ordered rules (numerics/ordered_sum.hpp): each C element reduced in increasing k,
@@ -114,10 +116,10 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
     static thread_local ScratchBuffer<float> pack;
     float* packed = pack.get(detail::exact_gemm_packed_size(n, k));
     detail::exact_gemm_pack(b, tb == Trans::n ? n : 1, tb == Trans::n ? 1 : k, n, k, packed);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t ci = 0; ci < chunks; ++ci)
+    parallel_for(chunks, threads, [&](int64_t ci) {
       detail::exact_gemm_rows(a, a_si, a_sk, packed, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n,
                               k, accumulate);
+    });
     return;
   }
   std::vector<float> bt;
@@ -131,14 +133,13 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   if (!acc.is_fp32()) {
     const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
     const bool tiny = detail::tiny_operands(a, m * k, bk, k * n);
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t ci = 0; ci < chunks; ++ci)
+    parallel_for(chunks, threads, [&](int64_t ci) {
       detail::limited_gemm_rows(a, a_si, a_sk, bk, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n, k,
                                 acc.mantissa_bits, every, accumulate, tiny);
+    });
     return;
   }
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (int64_t ci = 0; ci < chunks; ++ci) {
+  parallel_for(chunks, threads, [&](int64_t ci) {
     std::vector<float> partial(static_cast<size_t>(n));
     const int64_t r1 = std::min(m, (ci + 1) * kRowChunk);
     for (int64_t i = ci * kRowChunk; i < r1; ++i) {
@@ -151,7 +152,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
       else
         std::copy(pt, pt + n, c + i * n);
     }
-  }
+  });
 }
 
 QuantGemms::QuantGemms(OperandQuantizer q, Accumulation acc, GemmExecution exec)
@@ -240,9 +241,9 @@ void QuantGemms::forward(const float* x_in, const float* w, const float* bias, f
   // y (M,N) = xq (M,K) wq (N,K)^T
   run(Trans::n, Trans::t, xq, wq, y, m, n, k, false);
   if (bias) {
-#pragma omp parallel for schedule(static) if (m > kRowChunk)
-    for (int64_t i = 0; i < m; ++i)
+    parallel_for(m, threads_if(m > kRowChunk), [&](int64_t i) {
       for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
+    });
   }
 }
 
