@@ -69,7 +69,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   // opening a parallel region (numerics/parallel.hpp): a region per tiny GEMM costs far more
   // than it gives.
   const int threads = threads_if(chunks > 1);
-  //
+
   // fast fp32: the exact order's register tiles where the CPU has FMA instructions (its
   // fastest path, about 5x Eigen's; so fast and exact give the same bits there), Eigen's
   // blocked product elsewhere.
