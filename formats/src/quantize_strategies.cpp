@@ -351,18 +351,29 @@ void dequantize_strided(const TensorCall& c) {
   // Row r of a slab takes block row r / Lb of the slab's scales, contiguous over the columns.
   const StridedView v = strided_view(*c.job.layout);
   const int64_t rows = v.outer * v.G;  // block rows, over all slabs
-#pragma omp parallel num_threads(c.threads) if (c.parallel)
-  {
+  // as quantize_strided: no OpenMP region at all when the call is not parallel
+  const auto thread_rows = [&]<bool kInRegion>() {
     std::vector<float> decs(static_cast<size_t>(v.C));
-#pragma omp for schedule(static)
-    for (int64_t br = 0; br < rows; ++br) {
+    const auto row = [&](int64_t br) {
       const int64_t slab = br / v.G, r0 = (br % v.G) * v.Lb;
       for (int64_t col = 0; col < v.C; ++col)
         decs[static_cast<size_t>(col)] = c.job.dec_of(br * v.C + col);
       simd_dequantize_rows(c.job, (slab * v.R + r0) * v.C, std::min(v.Lb, v.R - r0), v.C,
                            decs.data(), 1.0f);
+    };
+    if constexpr (kInRegion) {
+#pragma omp for schedule(static)
+      for (int64_t br = 0; br < rows; ++br) row(br);
+    } else {
+      for (int64_t br = 0; br < rows; ++br) row(br);
     }
+  };
+  if (!c.parallel) {
+    thread_rows.template operator()<false>();
+    return;
   }
+#pragma omp parallel num_threads(c.threads)
+  thread_rows.template operator()<true>();
 }
 
 void dequantize_per_tensor(const TensorCall& c, bool simd) {

@@ -201,7 +201,8 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) in
   return count;
 }
 
-int64_t overflowed(double noise, const float* v, const float* q, int64_t n) {
+// error_stats' count from the sum of squared errors its loop returned.
+int64_t overflows_after(double noise, const float* v, const float* q, int64_t n) {
   return std::isfinite(noise) ? 0 : count_overflowed_loop(v, q, n);
 }
 
@@ -211,7 +212,7 @@ bool error_stats_avx512(const float* v, const float* q, int64_t n, OperandStats&
 #if defined(__x86_64__)
   static const bool available = __builtin_cpu_supports("avx512f");
   if (!available) return false;
-  overflowed = lpx::detail::overflowed(error_stats_avx512_loop(v, q, n, st), v, q, n);
+  overflowed = overflows_after(error_stats_avx512_loop(v, q, n, st), v, q, n);
   return true;
 #else
   (void)v, (void)q, (void)n, (void)st, (void)overflowed;
@@ -220,7 +221,7 @@ bool error_stats_avx512(const float* v, const float* q, int64_t n, OperandStats&
 }
 
 int64_t error_stats_portable(const float* v, const float* q, int64_t n, OperandStats& st) {
-  return overflowed(error_stats_vectors(v, q, n, st), v, q, n);
+  return overflows_after(error_stats_vectors(v, q, n, st), v, q, n);
 }
 
 int64_t error_stats(const float* v, const float* q, int64_t n, OperandStats& st) {
