@@ -7,29 +7,35 @@
 // Columns past the last whole vector run through the same tiles, copied beside zero
 // columns into one vector's width.
 //
-// Arithmetic: the definition (numerics/ordered_sum.hpp, limited_add) adds a partial sum
-// and a float32 product in double and rounds the double's bits to mb explicit mantissa
-// bits. Here the sum is taken in float32 lanes, s = partial + fl(a * b), and s is rounded
-// to mb bits instead: twice the lanes per vector, no conversions. The rounding is
-// Veltkamp's split (Step), three float operations; where it would overflow, the tile
-// runs again with the rounding done on s's bits. Both give the same bits as the
-// definition unless
-//   - s is a midpoint of the mb-bit grid: then the bits float32 dropped decide the
-//     direction (or the double's own rounding made it a tie). A vector with one goes
-//     through Midpoints, which recovers those bits with TwoSum. How often depends on
-//     the operands: products with few significant bits (bf16, 8-bit codes under
-//     power-of-two scales) leave few bits below the grid and land on midpoints often;
-//     in a gpt-small fp8-blockwise step Midpoints took about a sixth of the loop's time.
-//   - s is subnormal: the definition rounds relative to the value's own exponent, and
-//     the cast to float32 rounds again. That needs an operand below 2^-50
-//     (TinyOperands); only then is every sum's range tracked, and a tile that had a
-//     subnormal sum is recomputed by the scalar definition.
+// Arithmetic: the definition (numerics/ordered_sum.hpp, limited_add) rounds the exact sum
+// of a partial sum and a float32 product to mb explicit mantissa bits. Here the sum is
+// taken in float32 lanes and rounded to mb bits: twice the lanes of a double, no
+// conversions. The rounding is Veltkamp's split (Step), three float operations; where it
+// would overflow, the tile runs again with the rounding done on the sum's bits. The sum
+// itself is taken one of two ways:
+//   - Rounded to odd (AVX-512, mb <= 21): the lane adds once rounding down and once up
+//     (AVX-512's per-instruction rounding) and keeps the result with an odd last bit,
+//     which is the exact sum where that is a float32. With 24 bits, two more than the
+//     grid's mb + 1, rounding it to the grid gives the exact sum's rounding (the grid's
+//     midpoints are never odd floats), so no lane needs a test. This was 1.5x the
+//     nearest-sum loop below in lpx_bench_gemm's limited_14b_128.
+//   - To nearest (other targets, and mb = 22, where a 24-bit odd float can be a
+//     midpoint): s = fl(partial + p), whose rounding is right unless s is a midpoint of
+//     the mb-bit grid; then the bits float32 dropped decide the direction. A vector with
+//     one goes through Midpoints, which recovers those bits with TwoSum. How often depends
+//     on the operands: products with few significant bits (bf16, 8-bit codes under
+//     power-of-two scales) leave few bits below the grid and land on midpoints often.
+// Subnormal sums: the definition rounds relative to the value's own exponent, and the
+// cast to float32 rounds again. That needs an operand below 2^-50 (TinyOperands); only
+// then is every sum's range tracked, and a tile that had a subnormal sum is recomputed by
+// the scalar definition.
 // Otherwise, for a finite s: every midpoint of the mb-bit grid is a float32 (mb <= 22)
 // and rounding is monotone, so the exact sum lies strictly between the same two
-// midpoints as s, and so does the double sum; all round to the one grid point between
-// them. s = Inf from finite operands means the exact sum is at least FLT_MAX + ulp/2,
-// which the definition rounds to 2^128 and casts to Inf. A NaN s is the same NaN in
-// double (same operands, same order), and both roundings pass a NaN through unchanged.
+// midpoints as s; both round to the one grid point between them. s = Inf from finite
+// operands means the exact sum is at least FLT_MAX + ulp/2, which the definition rounds
+// to 2^128 and casts to Inf (rounded to odd it is FLT_MAX, whose rounding is Inf too). A
+// NaN s is the same NaN as the definition's double sum (same operands, same order), and
+// both roundings pass a NaN through unchanged.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "limited_gemm_hwy.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -86,13 +92,11 @@ struct Range {
   }
 };
 
-// The lanes of s = partial + p that are midpoints of the mb-bit grid, rounded as the
-// definition rounds the double sum x53 = fl53(partial + p); other lanes keep `rounded`.
-// TwoSum gives the exact sum as s + e. Where |e| is at most half the double's ulp at s,
-// x53 = s (a tie there goes to s, whose 29 low bits in double are zero), so the
-// definition sees a midpoint and rounds to even, as `rounded` did. Otherwise x53 lies on
-// e's side of s and rounds to the neighbour on that side: s + tie or s - tie in bits.
-// A NaN s (NaN e) keeps `rounded`, as the definition does.
+// The lanes of s = fl(partial + p) that are midpoints of the mb-bit grid, rounded as the
+// definition rounds the exact sum; other lanes keep `rounded`. TwoSum gives the exact sum
+// as s + e. Where e != 0 the exact sum lies on e's side of the midpoint and rounds to the
+// neighbour there, s + tie or s - tie in bits; where e = 0 the tie to even in `rounded`
+// is right. A NaN s (NaN e) keeps `rounded`, as the definition does.
 HWY_INLINE VF Midpoints(const Rounding& r, VF partial, VF p, VF s, VF rounded) {
   const DF df;
   const DU du;
@@ -100,14 +104,29 @@ HWY_INLINE VF Midpoints(const Rounding& r, VF partial, VF p, VF s, VF rounded) {
   const VF bb = hn::Sub(s, partial);
   const VF e = hn::Add(hn::Sub(partial, hn::Sub(s, bb)), hn::Sub(p, bb));
   const VU bits = hn::BitCast(du, s);
-  // 2^(E(s) - 53), or 0 where that is below float32's range (then any e != 0 is larger)
-  const VF half_ulp53 = hn::Mul(hn::BitCast(df, hn::And(bits, hn::Set(du, 0x7f800000u))), hn::Set(df, 0x1p-53f));
   const auto mid = hn::RebindMask(df, hn::Eq(hn::And(hn::Add(bits, r.tie), r.dropped), hn::Zero(du)));
-  const auto off_tie = hn::Gt(hn::Abs(e), half_ulp53);  // false for NaN
+  const auto inexact = hn::Gt(hn::Abs(e), hn::Zero(df));  // false for NaN
   const auto toward_zero = hn::RebindMask(df, hn::Lt(hn::BitCast(di, hn::Xor(bits, hn::BitCast(du, e))), hn::Zero(di)));
   const VF directed = hn::BitCast(df, hn::IfThenElse(hn::RebindMask(du, toward_zero), hn::Sub(bits, r.tie), hn::Add(bits, r.tie)));
-  return hn::IfThenElse(hn::And(mid, off_tie), directed, rounded);
+  return hn::IfThenElse(hn::And(mid, inexact), directed, rounded);
 }
+
+#if HWY_TARGET <= HWY_AVX3
+// Whether this target can round sums to odd (SumToOdd); elsewhere every width takes the
+// nearest sum and Midpoints.
+constexpr bool kHasOddSum = true;
+
+// partial + p rounded to odd: of the sums rounded down and up, the one whose last bit is
+// 1 (they are adjacent floats, so one is, unless both are the exact sum). Highway has no
+// per-instruction rounding, so this is AVX-512's own add with an embedded rounding mode.
+HWY_INLINE VF SumToOdd(const Rounding& r, VF partial, VF p) {
+  const VF down{_mm512_add_round_ps(partial.raw, p.raw, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)};
+  const VF up{_mm512_add_round_ps(partial.raw, p.raw, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC)};
+  return hn::IfThenElse(hn::RebindMask(DF(), hn::TestBit(hn::BitCast(DU(), down), r.one)), down, up);
+}
+#else
+constexpr bool kHasOddSum = false;
+#endif
 
 // s rounded to nearest even on its bits: (bits + tie - 1 + lowest kept bit) & keep, with
 // u = bits + tie. A NaN s stays s, as in round_mantissa_bits: on the bits, a NaN with
@@ -137,34 +156,50 @@ HWY_INLINE bool AnyMidpoint(const Rounding& r, VU u) {
 
 // partial <- limited_add(partial, av, b, mb), lane by lane, where no sum is subnormal
 // (tracked in `range` when kTiny).
-//   kSplit: s is rounded by Veltkamp's splitting, hi = g + (s - g) with g = (2^drop + 1) s,
-//     three float operations instead of five integer ones. For every float32 s that is
-//     normal and with g finite, hi is s rounded to nearest even with mb + 1 significant
-//     bits, the same bits as RoundBits, ties included (checked over every normal float of
-//     both signs for each drop 1..22 by the hidden test "[.exhaustive]" in
-//     tests/sim/test_gradcheck.cpp). Midpoints still take Midpoints, not for the tie but
-//     because s may be an inexact sum, whose dropped bits decide the direction; telling
-//     exact sums apart would cost more than the branch. Where g overflows, hi is NaN;
+//   kOdd: the sum is rounded to odd (SumToOdd), so its rounding to the grid needs no
+//     midpoint test; otherwise it is the nearest float32 and midpoints take Midpoints.
+//   kSplit: the sum is rounded by Veltkamp's splitting, hi = g + (s - g) with
+//     g = (2^drop + 1) s, three float operations instead of five integer ones. For every
+//     float32 s that is normal and with g finite, hi is s rounded to nearest even with
+//     mb + 1 significant bits, the same bits as RoundBits, ties included (checked over
+//     every normal float of both signs for each drop 1..22 by the hidden test
+//     "[.exhaustive]" in tests/sim/test_gradcheck.cpp). Where g overflows, hi is NaN;
 //     Tiles sees the non-finite total and reruns the tile with kSplit off.
 //   otherwise: RoundBits, exact for every s including Inf and NaN.
-template <bool kTiny, bool kSplit>
+template <bool kTiny, bool kOdd, bool kSplit>
 HWY_INLINE VF Step(const Rounding& r, Range& range, VF partial, float av, VF b) {
   const DF df;
   const DU du;
   const VF p = hn::Mul(hn::Set(df, av), b);
-  const VF s = hn::Add(partial, p);
+  VF s;
+  if constexpr (kOdd) {
+#if HWY_TARGET <= HWY_AVX3
+    s = SumToOdd(r, partial, p);
+#endif
+  } else {
+    s = hn::Add(partial, p);
+  }
   const VU bits = hn::BitCast(du, s);
   if constexpr (kTiny) range.lo = hn::Min(range.lo, hn::Sub(hn::And(bits, r.mag), r.one));
-  const VU u = hn::Add(bits, r.tie);
-  if constexpr (kSplit) {
-    const VF g = hn::Mul(s, r.split);
-    const VF hi = hn::Add(g, hn::Sub(s, g));
-    if (HWY_LIKELY(!AnyMidpoint(r, u))) return hi;
-    return Midpoints(r, partial, p, s, RoundBits(r, bits, u));
+  if constexpr (kOdd) {
+    if constexpr (kSplit) {
+      const VF g = hn::Mul(s, r.split);
+      return hn::Add(g, hn::Sub(s, g));
+    } else {
+      return RoundBits(r, bits, hn::Add(bits, r.tie));
+    }
   } else {
-    const VF rounded = RoundBits(r, bits, u);
-    if (HWY_LIKELY(!AnyMidpoint(r, u))) return rounded;
-    return Midpoints(r, partial, p, s, rounded);
+    const VU u = hn::Add(bits, r.tie);
+    if constexpr (kSplit) {
+      const VF g = hn::Mul(s, r.split);
+      const VF hi = hn::Add(g, hn::Sub(s, g));
+      if (HWY_LIKELY(!AnyMidpoint(r, u))) return hi;
+      return Midpoints(r, partial, p, s, RoundBits(r, bits, u));
+    } else {
+      const VF rounded = RoundBits(r, bits, u);
+      if (HWY_LIKELY(!AnyMidpoint(r, u))) return rounded;
+      return Midpoints(r, partial, p, s, rounded);
+    }
   }
 }
 
@@ -198,7 +233,7 @@ constexpr int kTileRows = 4;
 
 // The totals of one tile, rows a_row[q] (q < kTileRows) by one vector of columns from j0,
 // starting from t[q] (c or zero). Returns false where a total is not finite.
-template <bool kTiny, bool kSplit>
+template <bool kTiny, bool kOdd, bool kSplit>
 HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], int64_t a_sk, const Out& o, int64_t j0, int64_t k,
                          int64_t every, const Rounding& r, Range& range, VF (&t)[kTileRows]) {
   const DF df;
@@ -211,7 +246,7 @@ HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], int64_t a_sk, c
       const VF b = hn::LoadU(df, o.b + kk * o.ldb + j0);
       const int64_t off = kk * a_sk;
 #pragma GCC unroll 8
-      for (int q = 0; q < kTileRows; ++q) part[q] = Step<kTiny, kSplit>(r, range, part[q], a_row[q][off], b);
+      for (int q = 0; q < kTileRows; ++q) part[q] = Step<kTiny, kOdd, kSplit>(r, range, part[q], a_row[q][off], b);
     }
     // promotion: the partial sums into the fp32 totals
 #pragma GCC unroll 8
@@ -227,7 +262,7 @@ HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], int64_t a_sk, c
 // tile runs with kSplit; one whose totals are not all finite (an overflow there, or Inf
 // or NaN among its operands or in c) runs again without it, and one that had a
 // subnormal sum (kTiny) is recomputed by the scalar definition.
-template <bool kTiny>
+template <bool kTiny, bool kOdd>
 void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o, int64_t r0, int64_t r1,
            int64_t cols, int64_t k, const Rounding& r, LimitedSum acc, bool accumulate) {
   const DF df;
@@ -247,11 +282,11 @@ void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o
       VF t[kTileRows], t_in[kTileRows];
       for (int q = 0; q < kTileRows; ++q) t_in[q] = t[q] = accumulate ? hn::LoadU(df, c_row[q]) : hn::Zero(df);
       Range range;
-      const bool finite = TileSums<kTiny, true>(a_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
+      const bool finite = TileSums<kTiny, kOdd, true>(a_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
       if (HWY_UNLIKELY(!finite)) {
         for (int q = 0; q < kTileRows; ++q) t[q] = t_in[q];
         range = Range();
-        TileSums<kTiny, false>(a_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
+        TileSums<kTiny, kOdd, false>(a_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
       }
       if (HWY_UNLIKELY(kTiny && !range.normal())) {
         DefinitionTile(a, a_si, a_sk, o, i0, i0 + rows, j0, j0 + N, k, acc, accumulate);
@@ -261,14 +296,14 @@ void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o
     }
 }
 
-template <bool kTiny>
+template <bool kTiny, bool kOdd>
 void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk, float* HWY_RESTRICT c,
           int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate) {
   const auto N = static_cast<int64_t>(hn::Lanes(DF()));
   const Rounding r(mb);
   const LimitedSum acc{mb, every};
   const int64_t n_vec = n - n % N;
-  Tiles<kTiny>(a, a_si, a_sk, Out{bk, n, c, n, 0}, r0, r1, n_vec, k, r, acc, accumulate);
+  Tiles<kTiny, kOdd>(a, a_si, a_sk, Out{bk, n, c, n, 0}, r0, r1, n_vec, k, r, acc, accumulate);
   if (n_vec == n) return;
   // The last n - n_vec columns: copied into one vector's width with zero columns beside
   // them (lanes never mix, so the zeros change nothing) and run by the same tiles.
@@ -277,7 +312,7 @@ void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* 
   for (int64_t kk = 0; kk < k; ++kk) std::copy(bk + kk * n + n_vec, bk + kk * n + n, bpad.data() + kk * N);
   if (accumulate)
     for (int64_t i = r0; i < r1; ++i) std::copy(c + i * n + n_vec, c + i * n + n, cpad.data() + (i - r0) * N);
-  Tiles<kTiny>(a, a_si, a_sk, Out{bpad.data(), N, cpad.data(), N, r0}, r0, r1, N, k, r, acc, accumulate);
+  Tiles<kTiny, kOdd>(a, a_si, a_sk, Out{bpad.data(), N, cpad.data(), N, r0}, r0, r1, N, k, r, acc, accumulate);
   for (int64_t i = r0; i < r1; ++i) std::copy(cpad.data() + (i - r0) * N, cpad.data() + (i - r0) * N + tail, c + i * n + n_vec);
 }
 
@@ -311,8 +346,14 @@ bool TinyOperands(const float* HWY_RESTRICT a, int64_t na, const float* HWY_REST
 void LimitedGemmRows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk,
                      float* HWY_RESTRICT c, int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every,
                      bool accumulate, bool tiny) {
-  if (tiny) Rows<true>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
-  else Rows<false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+  // rounding to odd needs two bits beyond the grid's mb + 1 within float32's 24
+  if (kHasOddSum && mb <= 21) {
+    if (tiny) Rows<true, kHasOddSum>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+    else Rows<false, kHasOddSum>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+  } else {
+    if (tiny) Rows<true, false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+    else Rows<false, false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+  }
 }
 
 }  // namespace HWY_NAMESPACE

@@ -233,13 +233,43 @@ TEST_CASE("limited accumulation rounds partial sums and promotes to fp32", "[gem
 }
 
 namespace {
-// The definition of the limited accumulator, written the slow way: frexp, nearbyint
-// (round half to even) and ldexp per partial sum, one C element at a time in increasing k.
+// The definition of the limited accumulator, written the slow way, one C element at a time
+// in increasing k. reference_round: frexp, nearbyint (round half to even) and ldexp.
 float reference_round(double x, int mb) {
   if (x == 0 || !std::isfinite(x)) return static_cast<float>(x);
   int e = 0;
   const double f = std::frexp(x, &e);
   return static_cast<float>(std::ldexp(std::nearbyint(std::ldexp(f, mb + 1)), e - mb - 1));
+}
+
+// x + y rounded once to mb + 1 significant bits (ties to even), then to float32, in
+// integers rather than by ordered_sum.hpp's round to odd: the larger magnitude's 24-bit
+// significand shifted up by 100 bits, the smaller's aligned below it and, where its bits
+// fall off the end, truncated with a sticky 1 in the last place (the rounding point sits
+// at least 80 bits higher, so that stands for anything strictly between), then the sum
+// rounded on its integer bits.
+__extension__ using I128 = __int128;  // a GCC and Clang extension, hence __extension__
+float reference_round_sum(float x, float y, int mb) {
+  if (!std::isfinite(x) || !std::isfinite(y) || x == 0 || y == 0) return reference_round(static_cast<double>(x) + y, mb);
+  if (std::fabs(x) < std::fabs(y)) std::swap(x, y);
+  int ex = 0, ey = 0;
+  const auto mx = static_cast<I128>(std::ldexp(std::fabs(std::frexp(x, &ex)), 24));  // x = mx 2^(ex - 24)
+  const auto my = static_cast<I128>(std::ldexp(std::fabs(std::frexp(y, &ey)), 24));
+  const int shift = 100 - (ex - ey);  // y's significand in units of 2^(ex - 124)
+  I128 ya = shift >= 0 ? my << shift : my >> std::min(-shift, 120);
+  if (shift < 0 && (ya << std::min(-shift, 120)) != my) ya |= 1;  // sticky
+  I128 sum = (mx << 100) + ((x < 0) == (y < 0) ? ya : -ya);  // >= 0: |x| >= |y|
+  if (sum == 0) return 0.0f;
+  const auto hi = static_cast<uint64_t>(sum >> 64), lo = static_cast<uint64_t>(sum);  // sum < 2^125
+  const int len = hi != 0 ? 128 - __builtin_clzll(hi) : 64 - __builtin_clzll(lo);  // significant bits
+  const int drop = std::max(0, len - (mb + 1));
+  if (drop > 0) {
+    const I128 rem = sum & ((I128{1} << drop) - 1), half = I128{1} << (drop - 1);
+    sum >>= drop;
+    if (rem > half || (rem == half && (sum & 1))) ++sum;
+  }
+  const double mag = std::ldexp(static_cast<double>(sum), ex - 124 + drop);  // sum < 2^(mb + 2): exact
+  return static_cast<float>(x < 0 ? -mag : mag);
 }
 void reference_limited_gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
                             int64_t k, int mb, int64_t every, bool accumulate) {
@@ -250,7 +280,7 @@ void reference_limited_gemm(Trans ta, Trans tb, const float* a, const float* b, 
         const float av = ta == Trans::n ? a[i * k + kk] : a[kk * m + i];
         const float bv = tb == Trans::n ? b[kk * n + j] : b[j * k + kk];
         const float p = av * bv;
-        partial = reference_round(static_cast<double>(partial) + p, mb);
+        partial = reference_round_sum(partial, p, mb);
         if ((kk + 1) % (every > 0 ? every : k) == 0 || kk + 1 == k) total += partial, partial = 0;
       }
       c[i * n + j] = total;
@@ -307,10 +337,11 @@ TEST_CASE("the vectorized limited loop keeps the definition at midpoints, double
   const auto bits_equal = [](const std::vector<float>& x, const std::vector<float>& y) {
     return std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
   };
-  SECTION("a midpoint plus a small first product: the double's rounding decides") {
+  SECTION("a midpoint plus a small first product: the exact sum decides") {
     // row i: a = {1, m_i}; column j: b = {d_j, 1}. The first product d_j is the partial
     // sum (one bit, kept); then s = fl(d_j + m_i) is the midpoint m_i whenever |d_j| is
-    // below half its float32 ulp, and the definition rounds the double sum d_j + m_i.
+    // below half its float32 ulp, and the definition rounds the exact sum d_j + m_i, even
+    // where a double sum would have lost d_j and seen a tie.
     const int mb = 14;
     const float q = std::ldexp(1.0f, -15);  // half the grid step at 1
     const std::vector<float> mids = {1 + q, 1 + 3 * q, -(1 + q), -(1 + 3 * q)};
@@ -324,9 +355,10 @@ TEST_CASE("the vectorized limited loop keeps the definition at midpoints, double
     CHECK(bits_equal(got, want));
     // by hand: 1 + q is a tie between 1 (even) and 1 + 2q
     CHECK(got[0 * n + 0] == 1.0f);               // d = 0: to even
-    CHECK(got[0 * n + 1] == 1.0f);               // d = 2^-60: lost in the double sum, to even
-    CHECK(got[0 * n + 3] == 1.0f);               // d = 2^-53: a tie in double too, to even
-    CHECK(got[0 * n + 5] == 1.0f + 2 * q);       // d = 2^-52: past the tie, up
+    CHECK(got[0 * n + 1] == 1.0f + 2 * q);       // d = 2^-60: past the tie (a double sum would lose it), up
+    CHECK(got[0 * n + 2] == 1.0f);               // d = -2^-60: short of the tie, down
+    CHECK(got[0 * n + 3] == 1.0f + 2 * q);       // d = 2^-53: up (a tie in double)
+    CHECK(got[0 * n + 5] == 1.0f + 2 * q);       // d = 2^-52: up
     CHECK(got[0 * n + 7] == 1.0f + 2 * q);       // d = 2^-40: up
     CHECK(got[1 * n + 0] == 1.0f + 4 * q);       // 1 + 3q: to even (up)
     CHECK(got[1 * n + 8] == 1.0f + 2 * q);       // 1 + 3q - 2^-40: down
@@ -607,6 +639,38 @@ TEST_CASE("ordered_dot's limited rule equals the limited accumulator's slow defi
             REQUIRE(std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want[at]));
           }
       }
+}
+
+// The cases where rounding a double sum and rounding the exact sum part: a midpoint of
+// the grid plus a partial sum 2^-25 to 2^-200 of it, which a double sum loses or keeps
+// only in its last bit. limited_add rounds the double sum to odd first; the reference
+// does the arithmetic in integers.
+TEST_CASE("limited_add rounds the exact sum once, however small the partial sum beside a midpoint", "[gemm]") {
+  uint64_t state = 77;
+  int64_t checked = 0;
+  for (int mb : {1, 7, 10, 14, 21, 22})
+    for (int i = 0; i < 20000; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const auto r = static_cast<uint32_t>(state >> 32);
+      // a midpoint of the mb-bit grid (or a grid point, one time in four), either sign
+      const uint32_t grid = (r & 0x7fffu) << (23 - std::min(mb, 15));
+      uint32_t bits = (static_cast<uint32_t>(100 + r % 40) << 23) | (grid & 0x7fffffu);
+      if ((r >> 28) % 4 != 0) bits |= uint32_t{1} << (22 - mb);
+      const float mid = std::bit_cast<float>(bits | ((r >> 31) << 31));
+      // a small partial sum: gap 2^-25 .. 2^-200 below (kept normal), either sign
+      const float small = std::ldexp((r >> 30) & 1 ? -1.0f : 1.0f, std::max(-140, std::ilogb(mid) - 25 - static_cast<int>(r % 176)));
+      for (const auto& [partial, a] : {std::pair{small, mid}, std::pair{mid, small}}) {
+        INFO("mb " << mb << " partial " << partial << " product " << a);
+        REQUIRE(std::bit_cast<uint32_t>(lpx::limited_add(partial, a, 1.0f, mb)) ==
+                std::bit_cast<uint32_t>(reference_round_sum(partial, a, mb)));
+        ++checked;
+      }
+    }
+  CHECK(checked == 240000);
+  // by hand: 1 + 2^-15 is a tie of the 14-bit grid; 2^-80 beside it decides
+  CHECK(lpx::limited_add(0x1p-80f, 1.0f + 0x1p-15f, 1.0f, 14) == 1.0f + 0x1p-14f);
+  CHECK(lpx::limited_add(-0x1p-80f, 1.0f + 0x1p-15f, 1.0f, 14) == 1.0f);
+  CHECK(lpx::limited_add(0.0f, 1.0f + 0x1p-15f, 1.0f, 14) == 1.0f);
 }
 
 namespace {

@@ -10,11 +10,18 @@
 //             tensor core's FP32 accumulation or a CPU's FMA does it.
 //   limited   a tensor core whose partial sums keep `mantissa_bits` explicit bits (recipes'
 //             Accumulation::limited): p = a_k b_k in float32 (exact for 8-bit and narrower
-//             operands), partial = rne_bits(partial + p) computed in double, and every
-//             `promote_every` products (and after the last) total += partial (float32),
-//             partial = 0; total starts at c when accumulating, else 0.
+//             operands), partial = rne_bits(partial + p), the exact sum rounded once, as
+//             an adder with no wider intermediate does it; and every `promote_every`
+//             products (and after the last) total += partial (float32), partial = 0;
+//             total starts at c when accumulating, else 0.
 // Both are exact IEEE operations (fmaf, float and double add, a bit-level rounding), so a
 // device kernel that keeps the order reproduces the CPU's bits whatever its tiling.
+//
+// The limited rule rounds the exact sum, not a double sum: until 2026-12-06 it rounded
+// fl64(partial + p), which differs where p lies on a midpoint of the grid and partial is
+// below 2^-53 of it (the double makes a tie the exact sum does not have). Rounding the
+// exact sum needs no double at all, so a float32 executor can round to odd in hardware and
+// skip the midpoint test (docs/kernels.md#ordered-gemms).
 #pragma once
 
 #include <cmath>
@@ -57,15 +64,36 @@ LPX_HD inline double round_mantissa_bits(double x, int mantissa_bits) {
   return x != x ? x : r;
 }
 
-// One product into a limited partial sum.
+// x + y rounded to odd with 53 bits: the double nearest the exact sum where the sum is a
+// double, else the neighbour of the two around it whose last mantissa bit is 1. Rounding
+// that to q <= 51 significant bits gives the exact sum rounded to q bits (two spare bits
+// keep the sticky information; Boldo and Melquiond, "When double rounding is odd", 2005).
+// TwoSum gives the error e of s = fl(x + y) exactly; e != 0 with an even s moves s one
+// ulp toward e. A non-finite s is returned as it is.
+LPX_HD inline double sum_rounded_to_odd(double x, double y) {
+  const double s = x + y;
+  const double bb = s - x;
+  const double e = (x - (s - bb)) + (y - bb);
+  if (e == 0.0 || s - s != 0.0) return s;  // exact, or Inf or NaN (whose e is NaN)
+  uint64_t b;
+  std::memcpy(&b, &s, sizeof b);
+  if ((b & 1) == 0) b += (e > 0) == (s > 0) ? 1 : uint64_t(-1);  // away from or toward zero
+  double r;
+  std::memcpy(&r, &b, sizeof r);
+  return r;
+}
+
+// One product into a limited partial sum: the exact partial + p rounded once to
+// mantissa_bits (< 52), then to float32 (which moves nothing but a subnormal result, and
+// a subnormal sum of two floats is exact).
 LPX_HD inline float limited_add(float partial, float a, float b, int mantissa_bits) {
 #if defined(__CUDA_ARCH__)
   const float p = __fmul_rn(a, b);  // never contracted into an FMA
 #else
   const float p = a * b;
 #endif
-  return static_cast<float>(round_mantissa_bits(static_cast<double>(partial) + static_cast<double>(p),
-                                                mantissa_bits));
+  return static_cast<float>(
+      round_mantissa_bits(sum_rounded_to_odd(static_cast<double>(partial), static_cast<double>(p)), mantissa_bits));
 }
 
 // c_ij by the rule of `acc`: a_k = a[k * a_step], b_k = b[k * b_step]; c0 is the value

@@ -17,8 +17,8 @@
 // Limited accumulation (recipes' Accumulation::limited) has one order only, ordered_sum's
 // limited rule: it emulates a tensor core whose partial sums keep fewer mantissa bits,
 // each product a*b formed in float32 (exact for the 8-bit and narrower operands recipes
-// produce), added to the partial sum in double and rounded to `mantissa_bits` explicit
-// bits (RNE, float32 exponent range) after every addition; every `promote_every` products
+// produce), added to the partial sum and the exact sum rounded once to `mantissa_bits`
+// explicit bits (RNE, float32 exponent range) after every addition; every `promote_every` products
 // the partial sum is added into a float32 accumulator and restarts from 0 (DeepSeek-V3's
 // FP32 promotion every 128 elements). promote_every = 0 never promotes.
 #pragma once
