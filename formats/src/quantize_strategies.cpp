@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "codec_simd.hpp"
+#include "lpx/numerics/parallel.hpp"
 #include "lpx/numerics/scratch.hpp"
 #include "quantize_internal.hpp"
 
@@ -246,11 +247,12 @@ BlockTotals quantize_strided(const TensorCall& c) {
   const int64_t chunks = (C + W - 1) / W, units = v.outer * v.G * chunks;
   const size_t tile = static_cast<size_t>(std::min(Lb, R) * W);
   const bool sr = is_stochastic(ctx.opt.round);
-  // One thread's share of the units into its totals t (kInRegion: the body of the parallel
-  // region below), or every unit on the calling thread when the call is not parallel: then
-  // no OpenMP region at all, since an if(false) region still costs a futex call
-  // (numerics/parallel.hpp).
-  const auto thread_units = [&]<bool kInRegion>(BlockTotals& t) {
+  // Each thread's share of the units into its own totals t and scratch buffers, merged at
+  // the end (sums and maxima: the same totals in any order). A call that is not parallel
+  // opens no OpenMP region at all (numerics/parallel.hpp).
+  BlockTotals total;
+  parallel_for_threads(units, c.parallel ? c.threads : 1, [&](auto&& each) {
+    BlockTotals t;
     // The column-lane kernel needs only rows_rnd (sr); the transposing path's buffers are
     // sized when a tile first takes it (most tiles of finite data never do).
     ScratchBuffer<uint32_t> rows_rnd_buf;
@@ -301,20 +303,10 @@ BlockTotals quantize_strided(const TensorCall& c) {
       if (whole.out != nullptr) transpose_out(vals.data(), whole.out + first, C, nr, nc);
       if (whole.codes != nullptr) transpose_out(codes.data(), whole.codes + first, C, nr, nc);
     };
-    if constexpr (kInRegion) {
-#pragma omp for schedule(static)
-      for (int64_t u = 0; u < units; ++u) unit(u);
-    } else {
-      for (int64_t u = 0; u < units; ++u) unit(u);
-    }
-  };
-  BlockTotals total;
-  if (!c.parallel) {
-    thread_units.template operator()<false>(total);
-    return total;
-  }
-#pragma omp parallel num_threads(c.threads) reduction(lpx_totals : total)
-  thread_units.template operator()<true>(total);
+    each(unit);
+#pragma omp critical(lpx_quantize_strided_totals)
+    total.merge(t);
+  });
   return total;
 }
 
@@ -351,8 +343,8 @@ void dequantize_strided(const TensorCall& c) {
   // Row r of a slab takes block row r / Lb of the slab's scales, contiguous over the columns.
   const StridedView v = strided_view(*c.job.layout);
   const int64_t rows = v.outer * v.G;  // block rows, over all slabs
-  // as quantize_strided: no OpenMP region at all when the call is not parallel
-  const auto thread_rows = [&]<bool kInRegion>() {
+  // each thread with its own row of scale values; no region when the call is not parallel
+  parallel_for_threads(rows, c.parallel ? c.threads : 1, [&](auto&& each) {
     std::vector<float> decs(static_cast<size_t>(v.C));
     const auto row = [&](int64_t br) {
       const int64_t slab = br / v.G, r0 = (br % v.G) * v.Lb;
@@ -361,19 +353,8 @@ void dequantize_strided(const TensorCall& c) {
       simd_dequantize_rows(c.job, (slab * v.R + r0) * v.C, std::min(v.Lb, v.R - r0), v.C,
                            decs.data(), 1.0f);
     };
-    if constexpr (kInRegion) {
-#pragma omp for schedule(static)
-      for (int64_t br = 0; br < rows; ++br) row(br);
-    } else {
-      for (int64_t br = 0; br < rows; ++br) row(br);
-    }
-  };
-  if (!c.parallel) {
-    thread_rows.template operator()<false>();
-    return;
-  }
-#pragma omp parallel num_threads(c.threads)
-  thread_rows.template operator()<true>();
+    each(row);
+  });
 }
 
 void dequantize_per_tensor(const TensorCall& c, bool simd) {

@@ -27,6 +27,28 @@ void parallel_for(int64_t n, int threads, Body&& body) {
   for (int64_t i = 0; i < n; ++i) body(i);
 }
 
+// parallel_for for loops that keep per-thread state (scratch buffers, partial totals):
+// per_thread(each) runs once on each of `threads` OpenMP threads where both n and threads
+// exceed 1, else once on the calling thread, and each(body) runs body(i) over that
+// thread's static share of [0, n) (all of it on one thread). What per_thread builds before
+// calling each is its thread's own; results it combines after each need their own
+// synchronization (an omp critical, which outside a region is a plain lock).
+template <class PerThread>
+void parallel_for_threads(int64_t n, int threads, PerThread&& per_thread) {
+  if (n > 1 && threads > 1) {
+#pragma omp parallel num_threads(threads)
+    per_thread([n](auto&& body) {
+      // an orphaned worksharing loop: it binds to the region above
+#pragma omp for schedule(static)
+      for (int64_t i = 0; i < n; ++i) body(i);
+    });
+    return;
+  }
+  per_thread([n](auto&& body) {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  });
+}
+
 // The threads a region opened here would get (omp_get_max_threads), or 1 when `wanted`
 // is false: the second argument of parallel_for for loops that parallelize only when
 // large enough.
