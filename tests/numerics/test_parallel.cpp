@@ -1,7 +1,7 @@
 // lpx::parallel_for and parallel_for_threads (numerics/parallel.hpp): every index once, in
-// order on the calling
-// thread when one piece or one thread would run it, and no OpenMP region then (an
-// if(false) region would still be one: omp_get_level counts inactive regions too).
+// order on the calling thread when one piece or one thread would run it, and no OpenMP
+// region then (an if(false) region would still be one: omp_get_level counts inactive
+// regions too).
 #include <catch2/catch.hpp>
 
 #include <omp.h>

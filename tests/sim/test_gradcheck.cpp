@@ -657,7 +657,7 @@ TEST_CASE("limited_add rounds the exact sum once, however small the partial sum 
       uint32_t bits = (static_cast<uint32_t>(100 + r % 40) << 23) | (grid & 0x7fffffu);
       if ((r >> 28) % 4 != 0) bits |= uint32_t{1} << (22 - mb);
       const float mid = std::bit_cast<float>(bits | ((r >> 31) << 31));
-      // a small partial sum: gap 2^-25 .. 2^-200 below (kept normal), either sign
+      // a small partial sum: 2^-25 .. 2^-200 of it, but at least 2^-140 (a float32 subnormal), either sign
       const float small = std::ldexp((r >> 30) & 1 ? -1.0f : 1.0f, std::max(-140, std::ilogb(mid) - 25 - static_cast<int>(r % 176)));
       for (const auto& [partial, a] : {std::pair{small, mid}, std::pair{mid, small}}) {
         INFO("mb " << mb << " partial " << partial << " product " << a);
