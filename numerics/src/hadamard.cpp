@@ -7,17 +7,17 @@
 // (the order within a stage does not matter: every output depends only on its own two
 // inputs), one multiply by 1/sqrt(n), one rounding to float32.
 //   - axis 0 (down columns): the lanes are 8 neighbouring columns, so every butterfly is
-//     one vector addition or subtraction between two rows of the block. The block's rows
-//     stay in registers: all of them for n <= 32 (32 vectors, AVX-512's register count);
-//     for n = 64 and 128 in two passes, the stages h = 1, 2, 4 on groups of 8 consecutive
-//     rows, then h = 8 ... n/2 on the rows o, o + 8, o + 16, ... (n / 8 of them). Each value
-//     still meets the stages in ascending h. This took the transform from 0.6-1.1 to
-//     0.3-0.6 ns per element (one thread) next to a loop over a runtime n, which moved
-//     every stage's vectors through memory. For n >= 64 a band of rows is first copied
+//     one vector addition or subtraction between two rows of the block. For n = 16 the
+//     block's rows stay in registers; for n >= 32 a strip of 16 columns (two vectors per
+//     row) runs in two passes, the stages h = 1, 2, 4 on groups of 8 consecutive rows,
+//     then h = 8 ... n/2 on the rows o, o + 8, o + 16, ... (n / 8 of them). Each value
+//     still meets the stages in ascending h. Fixed sizes took the transform from 0.6-1.1
+//     to 0.3-0.6 ns per element (one thread) next to a loop over a runtime n, which moved
+//     every stage's vectors through memory. For n = 128 a band of rows is first copied
 //     into a tile whose rows are 256 bytes apart (columns_n says why).
 //   - axis 1 (along rows): the lanes are 8 consecutive elements of one block, so no
 //     transposition is needed; the stages h = 1, 2, 4 pair lanes of one vector (a lane
-//     shuffle, then both results and a blend), and h >= 8 pair whole vectors.
+//     shuffle, a sign flip and an addition), and h >= 8 pair whole vectors.
 // Columns past the last multiple of 8 (axis 0) and blocks shorter than 8 (axis 1) take
 // hadamard_row itself. Operands of 2^16 elements or more are split into pieces of rows
 // (axis 1) or columns (axis 0) over OpenMP threads.
@@ -48,15 +48,24 @@ typedef float F8 __attribute__((vector_size(32)));
   std::memcpy(p, &f, sizeof f);
 }
 
-// One stage h in {1, 2, 4} inside a vector: lane j with bit h clear gets x[j] + x[j + h],
-// lane j with it set gets x[j - h] - x[j] (t = x with partners swapped).
+// The stages h = 1, 2, 4 inside a vector: lane j with bit h clear gets x[j] + x[j + h],
+// lane j with it set gets x[j - h] - x[j]. With t = x with partners swapped, both are
+// t + (+-x): the sign flip is exact and a + b = b + a, so each stage is one shuffle, one
+// xor and one addition, rounded once as hadamard_row's (a NaN's sign may differ: its
+// payload is not part of the contract). Next to computing both sums and blending them it
+// took the transform along rows from 0.62 to 0.47 ns per element for n = 32 and from
+// 0.66-0.71 to 0.50-0.53 for n = 128 (lpx_bench_operand's hadamard/axis1/N, 1024 x 512,
+// one thread, two runs each).
+typedef long long L8 __attribute__((vector_size(64)));
+
 [[gnu::always_inline]] inline void lane_stages(D8& x) {
+  constexpr long long s = static_cast<long long>(0x8000000000000000ull);
   D8 t = __builtin_shufflevector(x, x, 1, 0, 3, 2, 5, 4, 7, 6);
-  x = __builtin_shufflevector(x + t, t - x, 0, 9, 2, 11, 4, 13, 6, 15);
+  x = t + (D8)((L8)x ^ L8{0, s, 0, s, 0, s, 0, s});
   t = __builtin_shufflevector(x, x, 2, 3, 0, 1, 6, 7, 4, 5);
-  x = __builtin_shufflevector(x + t, t - x, 0, 1, 10, 11, 4, 5, 14, 15);
+  x = t + (D8)((L8)x ^ L8{0, 0, s, s, 0, 0, s, s});
   t = __builtin_shufflevector(x, x, 4, 5, 6, 7, 0, 1, 2, 3);
-  x = __builtin_shufflevector(x + t, t - x, 0, 1, 2, 3, 12, 13, 14, 15);
+  x = t + (D8)((L8)x ^ L8{0, 0, 0, 0, s, s, s, s});
 }
 
 // Butterflies between vectors: for h = 1, 2, ... < m (ascending), (v[j], v[j + h]) <-
@@ -118,79 +127,112 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) vo
   }
 }
 
-// One band of N rows: every block of N down the 8-column strips of the `width` columns
-// (a multiple of 8) from p, rows `stride` floats apart, into q (which may be p: each strip
-// is read whole before it is written). N in {16, ..., 128}.
+// One 8-column strip of a band of N rows, N in {16, 32}: the block's N rows in registers
+// (all 32 vectors for N = 32, AVX-512's register count), rows `stride` floats apart, into
+// q (which may be p: the strip is read whole before it is written).
 template <int N>
-[[gnu::always_inline]] inline void band_n(const float* p, float* q, int64_t stride, int64_t width,
-                                          const double (&sg)[N], double scale) {
-  for (int64_t c = 0; c < width; c += 8) {
-    if constexpr (N <= 32) {
-      D8 v[N];
+[[gnu::always_inline]] inline void strip8_n(const float* p, float* q, int64_t stride, const double (&sg)[N],
+                                            double scale) {
+  D8 v[N];
 #pragma GCC unroll 32
-      for (int i = 0; i < N; ++i) {
-        load8(v[i], p + i * stride + c);
-        v[i] *= sg[i];
-      }
-      vector_stages(v, N);
+  for (int i = 0; i < N; ++i) {
+    load8(v[i], p + i * stride);
+    v[i] *= sg[i];
+  }
+  vector_stages(v, N);
 #pragma GCC unroll 32
-      for (int i = 0; i < N; ++i) store8(q + i * stride + c, v[i], scale);
-    } else {
-      D8 mid[N];  // after stages 1, 2, 4
-      for (int g = 0; g < N; g += 8) {
-        D8 w[8];
+  for (int i = 0; i < N; ++i) store8(q + i * stride, v[i], scale);
+}
+
+// One 16-column strip of a band of N rows, N in {32, 64, 128}, in two passes: the stages
+// h = 1, 2, 4 on groups of 8 consecutive rows into mid (in L1), then h = 8 ... N/2 on the
+// rows o, o + 8, o + 16, ... (N / 8 of them), each half of the strip on its own. Each value
+// still meets the stages in ascending h. A row's 16 columns are one 64-byte line (for
+// rows that start on a line), read whole by the first pass and written whole by the
+// second: in the tensor the band's rows lie a whole row apart, a power of two bytes for
+// the usual widths (2 KiB at 512 columns), so they fall into one or two sets of the L1
+// cache and evict each other; an 8-column strip used half of each line and found it
+// evicted when the next strip came for the other half. q may be p (the strip is read
+// whole before it is written).
+template <int N>
+[[gnu::always_inline]] inline void strip16_n(const float* p, float* q, int64_t stride, const double (&sg)[N],
+                                             double scale) {
+  D8 mid[N][2];  // after stages 1, 2, 4
+  for (int g = 0; g < N; g += 8) {
+    D8 w0[8], w1[8];
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) {
-          load8(w[i], p + (g + i) * stride + c);
-          w[i] *= sg[g + i];
-        }
-        vector_stages(w, 8);
+    for (int i = 0; i < 8; ++i) {
+      load8(w0[i], p + (g + i) * stride);
+      load8(w1[i], p + (g + i) * stride + 8);
+      w0[i] *= sg[g + i];
+      w1[i] *= sg[g + i];
+    }
+    vector_stages(w0, 8);
+    vector_stages(w1, 8);
 #pragma GCC unroll 8
-        for (int i = 0; i < 8; ++i) mid[g + i] = w[i];
-      }
-      constexpr int kGroup = N / 8;  // rows o, o + 8, ...: stage h = 8 * h' pairs w[j] and w[j + h']
-      for (int o = 0; o < 8; ++o) {
-        D8 w[kGroup];
-#pragma GCC unroll 16
-        for (int m = 0; m < kGroup; ++m) w[m] = mid[o + 8 * m];
-        vector_stages(w, kGroup);
-#pragma GCC unroll 16
-        for (int m = 0; m < kGroup; ++m) store8(q + (o + 8 * m) * stride + c, w[m], scale);
-      }
+    for (int i = 0; i < 8; ++i) {
+      mid[g + i][0] = w0[i];
+      mid[g + i][1] = w1[i];
     }
   }
+  constexpr int kGroup = N / 8;  // rows o, o + 8, ...: stage h = 8 * h' pairs w[j] and w[j + h']
+  for (int o = 0; o < 8; ++o)
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {
+      D8 w[kGroup];
+#pragma GCC unroll 16
+      for (int m = 0; m < kGroup; ++m) w[m] = mid[o + 8 * m][half];
+      vector_stages(w, kGroup);
+#pragma GCC unroll 16
+      for (int m = 0; m < kGroup; ++m) store8(q + (o + 8 * m) * stride + 8 * half, w[m], scale);
+    }
 }
 
 // The widest column piece hadamard_blocks hands blocks_down_columns.
 constexpr int64_t kColumnPiece = 64;
 
-// Every block of N down the 8-column strips from c0 to vec_cols (at most kColumnPiece
-// columns), N in {16, ..., 128}.
-//   For N >= 64 the band is first copied into a tile with rows 256 bytes apart, transformed
-//   there and copied back. In the tensor the band's rows lie a whole row apart, a power of
-//   two bytes for the usual widths (2 KiB at 512 columns), so a strip's 64 or 128 rows fall
-//   into one or two sets of the L1 cache and evict each other before the next strip reads
-//   the other half of their lines; each tile row instead fills whole lines of its own.
-//   On a 1024 x 512 operand (one thread) this took N = 64 from 0.62-0.67 to 0.34-0.40 ns
-//   per element and N = 128 from 0.82-0.87 to 0.34-0.41, next to 0.30-0.37 for N = 16,
-//   whose 16 rows share sets without evicting each other (lpx_bench_operand's
-//   hadamard/axis0/N, two runs each).
+// Every block of N down the strips from c0 to vec_cols (a multiple of 8 columns, at most
+// kColumnPiece of them), N in {16, ..., 128}. N = 16 takes strips of 8 columns: its 16
+// rows share their sets without evicting each other. Larger N take strips of 16
+// (strip16_n says why), and an 8-column strip for a width that leaves one. This took
+// N = 32 from 0.79 to 0.39-0.41 ns per element on a 1024 x 512 operand and from 0.37-0.39
+// to 0.32 on 1024 x 128 (gpt-small's width), next to 8-column strips that held all 32 rows
+// in registers; N = 64 from 0.52 to 0.47-0.48 and from 0.50 to 0.37, next to copying each
+// band into a tile and back (lpx_bench_operand's hadamard/axis0/N, one thread, two runs
+// each). N = 128 still goes through the tile, whose rows are 256 bytes apart and fill
+// whole lines of their own: straight from the tensor its 128 rows evict each other and
+// the 16 KiB of mid, 0.72 ns per element against 0.57-0.59 with the tile.
 template <int N>
 [[gnu::always_inline]] inline void columns_n(const float* src, float* dst, int64_t rows, int64_t cols, int64_t c0,
                                              int64_t vec_cols, const float* signs, double scale) {
   double sg[N];
   for (int i = 0; i < N; ++i) sg[i] = signs ? static_cast<double>(signs[i]) : 1.0;
-  const int64_t width = vec_cols - c0;
   for (int64_t r0 = 0; r0 < rows; r0 += N) {
-    const float* p = src + r0 * cols + c0;
-    float* q = dst + r0 * cols + c0;
-    if constexpr (N >= 64) {
+    const float* p = src + r0 * cols;
+    float* q = dst + r0 * cols;
+    int64_t c = c0;
+    if constexpr (N == 128) {
       alignas(64) float tile[N * kColumnPiece];
-      for (int i = 0; i < N; ++i) std::memcpy(tile + i * kColumnPiece, p + i * cols, width * sizeof(float));
-      band_n<N>(tile, tile, kColumnPiece, width, sg, scale);
-      for (int i = 0; i < N; ++i) std::memcpy(q + i * cols, tile + i * kColumnPiece, width * sizeof(float));
-    } else {
-      band_n<N>(p, q, cols, width, sg, scale);
+      const int64_t width = (vec_cols - c0) / 16 * 16;
+      for (int i = 0; i < N; ++i) std::memcpy(tile + i * kColumnPiece, p + i * cols + c0, width * sizeof(float));
+      for (int64_t t = 0; t < width; t += 16) strip16_n<N>(tile + t, tile + t, kColumnPiece, sg, scale);
+      for (int i = 0; i < N; ++i) std::memcpy(q + i * cols + c0, tile + i * kColumnPiece, width * sizeof(float));
+      c += width;
+    } else if constexpr (N >= 32) {
+      for (; c + 16 <= vec_cols; c += 16) strip16_n<N>(p + c, q + c, cols, sg, scale);
+    }
+    for (; c < vec_cols; c += 8) {
+      if constexpr (N <= 32) {
+        strip8_n<N>(p + c, q + c, cols, sg, scale);
+      } else {  // a width's last 8 columns: every stage over the block's vectors (on the stack)
+        D8 v[N];
+        for (int i = 0; i < N; ++i) {
+          load8(v[i], p + i * cols + c);
+          v[i] *= sg[i];
+        }
+        vector_stages(v, N);
+        for (int i = 0; i < N; ++i) store8(q + i * cols + c, v[i], scale);
+      }
     }
   }
 }

@@ -45,16 +45,17 @@ void Apply(benchmark::State& state, const std::string& recipe, lpx::GemmRole rol
 }
 
 // The blocked Hadamard transform alone (the rht recipes' first step), along the rows
-// (axis 1) or down the columns (axis 0), with random signs.
-void Hadamard(benchmark::State& state, int axis, int n) {
+// (axis 1) or down the columns (axis 0), with random signs, on the operand's kRows x kCols
+// or on its first kRows x 128 (gpt-small's width: rows 512 bytes apart).
+void Hadamard(benchmark::State& state, int axis, int n, int64_t cols) {
   const std::vector<float> in = operand();
   std::vector<float> out(in.size());
   const std::vector<float> signs = lpx::hadamard_signs(n, 1, 2);
   for (auto _ : state) {
-    lpx::hadamard_blocks(in.data(), out.data(), kRows, kCols, axis, n, signs);
+    lpx::hadamard_blocks(in.data(), out.data(), kRows, cols, axis, n, signs);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(state.iterations() * kRows * kCols);
+  state.SetItemsProcessed(state.iterations() * kRows * cols);
 }
 
 void Memcpy(benchmark::State& state) {
@@ -80,11 +81,13 @@ void Register() {
             ->Unit(benchmark::kMicrosecond);
       }
   for (int axis : {0, 1})
-    for (int n : {16, 64, 128}) {
-      const std::string name = "hadamard/axis" + std::to_string(axis) + "/" + std::to_string(n);
-      benchmark::RegisterBenchmark(name.c_str(), [axis, n](benchmark::State& s) { Hadamard(s, axis, n); })
-          ->Unit(benchmark::kMicrosecond);
-    }
+    for (int n : {16, 32, 64, 128})
+      for (int64_t cols : {kCols, int64_t{128}}) {
+        const std::string name = "hadamard/axis" + std::to_string(axis) + "/" + std::to_string(n) +
+                                 (cols == kCols ? "" : "/cols" + std::to_string(cols));
+        benchmark::RegisterBenchmark(name.c_str(), [axis, n, cols](benchmark::State& s) { Hadamard(s, axis, n, cols); })
+            ->Unit(benchmark::kMicrosecond);
+      }
   benchmark::RegisterBenchmark("memcpy", Memcpy)->Unit(benchmark::kMicrosecond);
 }
 
