@@ -106,9 +106,10 @@ __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) do
 // The AVX-512 loop: 16 elements per iteration, the masks in mask registers, the counts as
 // popcounts, each half widened by one instruction. The two halves go into the sums in
 // order (elements i..i+7, then i+8..i+15), as the portable loop's consecutive iterations
-// would; a partial last group is loaded under a mask, zeros beside it. About 0.3 ns per
-// element on the same machine (a standalone timing), with the same bits
-// (tests/recipes/test_operand_stats.cpp).
+// would; a partial last group is loaded under a mask, zeros beside it. Groups without Inf
+// or NaN in v (nearly all) skip zeroing lanes, and the signal's squares are fused into
+// their sums: 2.8 to 3.6 G elements/s on a 2-core AMD EPYC (lpx_bench_stats' Avx512/N,
+// one thread), with the same bits (tests/recipes/test_operand_stats.cpp).
 __attribute__((target("avx512f"))) double error_stats_avx512_loop(const float* v, const float* q, int64_t n,
                                                                     OperandStats& st) {
   __m512d signal = _mm512_setzero_pd(), noise = _mm512_setzero_pd();
@@ -128,16 +129,22 @@ __attribute__((target("avx512f"))) double error_stats_avx512_loop(const float* v
     const __mmask16 flushed = _mm512_mask_cmp_ps_mask(nz, y, zero, _CMP_EQ_OQ);
     nonzero_all += __builtin_popcount(nz);
     flushed_all += __builtin_popcount(flushed);
-    const __m512 xf = _mm512_maskz_mov_ps(finite, x), yf = _mm512_maskz_mov_ps(finite, y);
+    __m512 xf = x, yf = y;
+    if (__builtin_expect(finite != 0xffff, 0)) {  // Inf or NaN in v: those lanes add 0
+      xf = _mm512_maskz_mov_ps(finite, x);
+      yf = _mm512_maskz_mov_ps(finite, y);
+    }
     // the high eight lanes moved down (128-bit lanes 2, 3 to 0, 1) and read as 256 bits
     const __m256 x_high = _mm512_castps512_ps256(_mm512_shuffle_f32x4(xf, xf, 0xEE));
     const __m256 y_high = _mm512_castps512_ps256(_mm512_shuffle_f32x4(yf, yf, 0xEE));
     const __m512d x0 = _mm512_cvtps_pd(_mm512_castps512_ps256(xf)), x1 = _mm512_cvtps_pd(x_high);
     const __m512d d0 = _mm512_sub_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(yf)), x0);
     const __m512d d1 = _mm512_sub_pd(_mm512_cvtps_pd(y_high), x1);
-    signal = _mm512_add_pd(signal, _mm512_mul_pd(x0, x0));
+    // x0 * x0 is exact in double (24-bit significands), so the fused multiply-add rounds
+    // the same sum as the separate multiply and add; (q - v)^2 is not exact in general.
+    signal = _mm512_fmadd_pd(x0, x0, signal);
     noise = _mm512_add_pd(noise, _mm512_mul_pd(d0, d0));
-    signal = _mm512_add_pd(signal, _mm512_mul_pd(x1, x1));
+    signal = _mm512_fmadd_pd(x1, x1, signal);
     noise = _mm512_add_pd(noise, _mm512_mul_pd(d1, d1));
   }
   alignas(64) double sums[2][8];
