@@ -110,7 +110,9 @@ HWY_INLINE void EncodeStore4(const float* HWY_RESTRICT in, VI r0, VI r1, VI r2, 
     // Block j of b holds dword j of c0, c1, c2, c3: dword 4k + j of the output is 4j + k.
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     const hn::Repartition<uint8_t, DI> d8;
-    Put(hn::Vec<decltype(d8)>{_mm512_permutexvar_epi32(order, b)}, d8, p, stream);
+    // The zero-masked form with every lane kept is the same vpermd; the plain intrinsic's
+    // undefined fill makes GCC 12 warn of an uninitialized __Y (GCC bug 105593).
+    Put(hn::Vec<decltype(d8)>{_mm512_maskz_permutexvar_epi32(0xFFFF, order, b)}, d8, p, stream);
     return;
   }
 #endif

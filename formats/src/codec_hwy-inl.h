@@ -597,17 +597,20 @@ HWY_INLINE void PhiloxDraw4(PhiloxLanes& s, const PhiloxConsts& p, VI& out0, VI&
   s.g += N;
 }
 
-// N words (N/4 groups): one chain, of which only the first half is used (tails only;
-// the bulk goes through PhiloxDraw4).
-HWY_INLINE VI PhiloxDraw1(PhiloxLanes& s, const PhiloxConsts& p) {
+// One chain, for tails only (the bulk goes through PhiloxDraw4, whose two chains hide each
+// other's latency): its lanes hold groups g ... g + N64 - 1 in the order PhiloxLast turns
+// into lo (the first N words) and hi (the next N). The state advances by `groups`: N/2
+// when both halves are used, N/4 when only lo is.
+HWY_INLINE void PhiloxDrawChain(PhiloxLanes& s, const PhiloxConsts& p, size_t groups, VI& lo,
+                                VI& hi) {
   const DU du;
   const DU64 du64;
   const size_t N = hn::Lanes(du);
-  VI lo;
-  if (HWY_UNLIKELY(!PhiloxReady(s, p, N / 4))) {
-    HWY_ALIGN uint32_t w[HWY_MAX_BYTES / 4];
-    PhiloxScalarDraw(s, p, N / 4, w);
+  if (HWY_UNLIKELY(!PhiloxReady(s, p, groups))) {
+    HWY_ALIGN uint32_t w[2 * HWY_MAX_BYTES / 4] = {};
+    PhiloxScalarDraw(s, p, groups, w);
     lo = hn::BitCast(DI(), hn::Load(du, w));
+    hi = hn::BitCast(DI(), hn::Load(du, w + N));
   } else {
     const auto m0 = hn::Set(du, philox_detail::kMul0);
     const auto m1 = hn::Set(du, philox_detail::kMul1);
@@ -616,13 +619,23 @@ HWY_INLINE VI PhiloxDraw1(PhiloxLanes& s, const PhiloxConsts& p) {
     for (int r = 2; r < 9; ++r) {
       PhiloxRound(c, m0, m1, hn::Set(du, p.key0[r]), hn::Set(du, p.key1[r]));
     }
-    VI hi;
     PhiloxLast(c, m0, m1, hn::Set(du, p.key0[9]), hn::Set(du, p.key1[9]), lo, hi);
   }
-  const auto step = hn::Set(du64, N / 4);
+  const auto step = hn::Set(du64, groups);
   s.ga = hn::Add(s.ga, step);
   s.gb = hn::Add(s.gb, step);
-  s.g += N / 4;
+  s.g += groups;
+}
+
+// 2N words (N/2 groups): both halves of one chain.
+HWY_INLINE void PhiloxDraw2(PhiloxLanes& s, const PhiloxConsts& p, VI& lo, VI& hi) {
+  PhiloxDrawChain(s, p, hn::Lanes(DU()) / 2, lo, hi);
+}
+
+// N words (N/4 groups): the first half of one chain (the last vector of a tail).
+HWY_INLINE VI PhiloxDraw1(PhiloxLanes& s, const PhiloxConsts& p) {
+  VI lo, hi;
+  PhiloxDrawChain(s, p, hn::Lanes(DU()) / 4, lo, hi);
   return lo;
 }
 

@@ -110,6 +110,15 @@ HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
     hn::StoreU(hn::BitCast(du, r2), du, out + i + 2 * N);
     hn::StoreU(hn::BitCast(du, r3), du, out + i + 3 * N);
   }
+  // A tail of 2N words or more (a 32-column tile's row, for one) from one chain's both
+  // halves: two PhiloxDraw1 would run two chains and keep half of each.
+  if (i + 2 * N <= n) {
+    VI r0, r1;
+    PhiloxDraw2(ph, k.pc, r0, r1);
+    hn::StoreU(hn::BitCast(du, r0), du, out + i);
+    hn::StoreU(hn::BitCast(du, r1), du, out + i + N);
+    i += 2 * N;
+  }
   for (; i < n; i += N) {
     const VI r = PhiloxDraw1(ph, k.pc);
     if (i + N <= n) {
