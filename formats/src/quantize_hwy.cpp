@@ -430,6 +430,99 @@ HWY_INLINE void Pow2Scale(uint32_t amax, ScaleRule rule, const qd::ElementLimits
   s.code = static_cast<uint8_t>(xs + 127);
 }
 
+// Float32 bits of 2^e for e in [-127, 127] in every lane (pow2f: 2^-127 is the one
+// subnormal).
+HWY_INLINE VI Pow2Bits(VI e) {
+  const DI di;
+  return hn::IfThenElse(hn::Eq(e, hn::Set(di, -127)), hn::Set(di, 0x00400000),
+                        hn::ShiftLeft<23>(hn::Add(e, hn::Set(di, 127))));
+}
+
+// The power-of-two scales of N blocks at once, lane l from the finite amax bits am[l]
+// (Pow2Scale in integer lanes: scale_exponent()'s four rules on the float32 fields, the
+// same clamp). A float32-subnormal amax needs a leading-zero count: such lanes are
+// flagged in `subnormal` and their caller runs Pow2Scale on them.
+struct Pow2Lanes {
+  VI exponent;     // X, clamped to [-127, 127]
+  VI mul, dec;     // float32 bits of 2^-X and 2^X
+  VI tiny_thr;     // tiny_threshold_bits(X)
+  hn::Mask<DI> clamped, subnormal;
+};
+
+HWY_INLINE Pow2Lanes Pow2ScaleLanes(VI am, ScaleRule rule, const qd::ElementLimits& lim) {
+  const DI di;
+  // e - emax with e the unbiased exponent of a normal amax
+  const VI biased = hn::ShiftRight<23>(am);
+  const VI off = hn::Set(di, 127 + lim.emax);
+  VI raw = hn::Sub(biased, off);
+  // a true mask is -1 as a vector: subtracting it adds one
+  switch (rule) {
+    case ScaleRule::floor: break;
+    case ScaleRule::ceil:  // + 1 unless amax is a power of two (a zero mantissa field)
+      raw = hn::Sub(raw, hn::VecFromMask(di, hn::Ne(hn::And(am, hn::Set(di, 0x7fffff)), hn::Zero(di))));
+      break;
+    case ScaleRule::rceil: {  // + 1 iff the 24-bit significand exceeds max_elem's
+      const VI sig = hn::Or(hn::And(am, hn::Set(di, 0x7fffff)), hn::Set(di, 0x800000));
+      raw = hn::Sub(raw, hn::VecFromMask(di, hn::Gt(sig, hn::Set(di, static_cast<int32_t>(lim.max_sig)))));
+      break;
+    }
+    case ScaleRule::even:  // half an ulp of 1 + mbits bits added to the bits, then the floor
+      raw = hn::Sub(hn::ShiftRight<23>(hn::Add(am, hn::Set(di, int32_t{1} << (22 - lim.mbits)))), off);
+      break;
+  }
+  const auto zero = hn::Eq(am, hn::Zero(di));
+  const VI lo = hn::Set(di, -127), hi = hn::Set(di, 127);
+  const VI x = hn::IfThenElse(zero, lo, hn::Min(hn::Max(raw, lo), hi));
+  Pow2Lanes p;
+  p.exponent = x;
+  p.clamped = hn::AndNot(zero, hn::Ne(x, raw));
+  p.subnormal = hn::AndNot(zero, hn::Lt(am, hn::Set(di, 0x00800000)));
+  p.mul = Pow2Bits(hn::Neg(x));
+  p.dec = Pow2Bits(x);
+  // tiny_threshold_bits: (X + 1) << 23 for X >= 0, 1 << (X + 23) down to X = -23, else 0
+  const VI sub_shift = hn::Min(hn::Max(hn::Add(x, hn::Set(di, 23)), hn::Zero(di)), hn::Set(di, 31));
+  const VI sub_thr = hn::IfThenElseZero(hn::Gt(x, hn::Set(di, -24)), hn::Shl(hn::Set(di, 1), sub_shift));
+  p.tiny_thr = hn::IfThenElse(hn::Gt(x, hn::Set(di, -1)), hn::ShiftLeft<23>(hn::Add(x, hn::Set(di, 1))), sub_thr);
+  return p;
+}
+
+// Pow2ScaleLanes over blocks [0, n) (arrays padded to whole vectors; am finite in the
+// lanes that count, which are those below n with am <= FLT_MAX's bits): X, 2^-X, 2^X and
+// the tiny threshold per block, Pow2Scale on subnormal lanes. Returns how many of the
+// counted blocks clamped.
+HWY_INLINE int64_t Pow2Scales(const uint32_t* HWY_RESTRICT am, size_t n, ScaleRule rule,
+                              const qd::ElementLimits& lim, int32_t* HWY_RESTRICT exponent,
+                              float* HWY_RESTRICT mul, float* HWY_RESTRICT dec,
+                              int32_t* HWY_RESTRICT thr) {
+  const DI di;
+  const DF df;
+  const size_t N = hn::Lanes(di);
+  int64_t clamped = 0;
+  for (size_t g = 0; g < n; g += N) {
+    const VI a = hn::LoadU(di, reinterpret_cast<const int32_t*>(am + g));
+    const Pow2Lanes p = Pow2ScaleLanes(a, rule, lim);
+    const auto counted = hn::And(hn::FirstN(di, n - g), hn::Lt(a, hn::Set(di, 0x7f800000)));
+    hn::StoreU(p.exponent, di, exponent + g);
+    hn::StoreU(hn::BitCast(df, p.mul), df, mul + g);
+    hn::StoreU(hn::BitCast(df, p.dec), df, dec + g);
+    hn::StoreU(p.tiny_thr, di, thr + g);
+    // subnormal lanes are counted below, from Pow2Scale
+    clamped += static_cast<int64_t>(hn::CountTrue(di, hn::AndNot(p.subnormal, hn::And(p.clamped, counted))));
+    if (HWY_LIKELY(hn::AllFalse(di, hn::And(p.subnormal, counted)))) continue;
+    for (size_t l = g; l < std::min(n, g + N); ++l) {
+      if (am[l] == 0 || am[l] >= 0x00800000u) continue;
+      qd::BlockScale s;
+      Pow2Scale(am[l], rule, lim, s);
+      exponent[l] = s.exponent;
+      mul[l] = pow2f(-s.exponent);
+      dec[l] = s.dec;
+      thr[l] = tiny_threshold_bits(s.exponent);
+      clamped += s.clamped ? 1 : 0;
+    }
+  }
+  return clamped;
+}
+
 // Blocks per sub-group: pass 1 (amax and scale, with calls into the scalar block_scale)
 // runs over a sub-group before pass 2 casts it, so the cast loop runs without calls
 // between blocks and keeps its constants in registers; the sub-group's input is still
@@ -439,21 +532,112 @@ constexpr int64_t kSubBlocks = 64;
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t);
 
-// The MX case in one tight loop: power-of-two scales (or fp32 scales, DeepSeek-V3's
-// 1x128 blocks), blocks along the last axis whose length is a multiple of the vector and
+// Lane j: the largest |x'| bits of block j of the n <= N contiguous blocks of vpb vectors
+// at x (0 past n). Each block's lane-wise max, then a pairwise tree across the blocks:
+// ConcatOdd/ConcatEven of two vectors halve the lanes each block holds and double the
+// blocks a vector holds, so log2(N) levels leave one lane per block, in order. tree:
+// N * N words of scratch.
+HWY_INLINE VI GroupAmax(const float* HWY_RESTRICT x, size_t n, int64_t vpb, const BlockConsts& k,
+                        int32_t* HWY_RESTRICT tree) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const VI absmask = hn::Set(di, 0x7fffffff);
+  for (size_t j = 0; j < N; ++j) {
+    VI a = hn::Zero(di);
+    for (int64_t v = 0; j < n && v < vpb; ++v) {
+      const float* p = x + (static_cast<int64_t>(j) * vpb + v) * static_cast<int64_t>(N);
+      // The stream runs ahead of the hardware prefetcher's reach without this (2 KiB).
+      hwy::Prefetch(p + 512);
+      a = hn::Max(a, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), p)), k), absmask));
+    }
+    hn::Store(a, di, tree + j * N);
+  }
+  for (size_t w = N / 2; w >= 1; w /= 2)
+    for (size_t j = 0; j < w; ++j) {
+      const VI lo = hn::Load(di, tree + 2 * j * N), hi = hn::Load(di, tree + (2 * j + 1) * N);
+      hn::Store(hn::Max(hn::ConcatOdd(di, hi, lo), hn::ConcatEven(di, hi, lo)), di, tree + j * N);
+    }
+  return hn::Load(di, tree);
+}
+
+// The MX and NVFP4 cases in one tight loop: power-of-two or e4m3 (under a tensor scale)
+// block scales, blocks along the last axis whose length is a multiple of the vector and
 // divides the row (so blocks b0..b1 are one contiguous run), no precomputed amax. Per
-// block: amax of its vectors, the scale (block_scale()'s power-of-two branch inlined:
-// the same scale_exponent() and clamp; fp32: block_scale() itself), then CastVec per
-// vector while the block is in L1; no per-block box or scale records. sr: the random
-// words of up to kRandWords elements are drawn per chunk of blocks. A block holding
+// chunk of blocks held in L1: the amax of N blocks per vector (GroupAmax), their scales
+// in vectors (Pow2Scales: scale_exponent() and the clamp in lanes; E4m3Scales), then
+// CastVec per vector under each block's constants: no horizontal reduction and no scalar
+// scale per block. sr: the chunk's random words are drawn at once. A block holding
 // NaN/Inf goes to the general loop (QuantizeBlocksT) alone.
 template <Rounding M, bool kInt, bool kPow2, bool kFast>
 void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
   const DI di;
+  const DF df;
   const size_t N = hn::Lanes(di);
   const qd::Context& ctx = *job.ctx;
   const BlockConsts k = make_block_consts(ctx);
-  const ScaleRule rule = ctx.f->rule;
+  const int64_t L = job.block_len;
+  const int64_t vpb = L / static_cast<int64_t>(N);
+  const int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(kRandWords) / L, 1, kSubBlocks);
+  constexpr size_t kLanes = HWY_MAX_BYTES / 4;
+  constexpr size_t kPad = kSubBlocks + kLanes;
+  HWY_ALIGN uint32_t rnd[kRandWords];
+  HWY_ALIGN int32_t tree[kLanes * kLanes];
+  HWY_ALIGN uint32_t am[kPad];
+  HWY_ALIGN int32_t xs[kPad], thr[kPad] = {};  // power-of-two scales only
+  HWY_ALIGN uint8_t code[kPad];                // e4m3 scales only
+  HWY_ALIGN float mul[kPad], dec[kPad];
+  LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
+  QuantizeStats st;
+  uint32_t finite_max = 0;
+  for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
+    const int64_t c1 = std::min(b1, c0 + chunk);
+    const size_t n = static_cast<size_t>(c1 - c0);
+    if constexpr (is_stochastic(M))
+      JobRandom(job, rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
+    for (size_t g = 0; g < n; g += N)
+      hn::Store(GroupAmax(job.x + (c0 + static_cast<int64_t>(g)) * L, std::min(N, n - g), vpb, k, tree), di,
+                reinterpret_cast<int32_t*>(am + g));
+    if constexpr (kPow2) t.clamped += Pow2Scales(am, n, ctx.f->rule, ctx.lim, xs, mul, dec, thr);
+    else E4m3Scales(am, n, k, code, mul, dec);
+    for (size_t g = 0; g < n; ++g) {
+      const int64_t b = c0 + static_cast<int64_t>(g);
+      if (HWY_UNLIKELY(am[g] > 0x7f7fffffu)) {  // NaN or Inf in the block
+        QuantizeBlocksT<M, kInt, kPow2, kFast>(job, b, b + 1, t);
+        continue;
+      }
+      finite_max = std::max(finite_max, am[g]);
+      // CastVec reads s only when it hands a vector to the scalar reference.
+      qd::BlockScale s;
+      s.dec = dec[g];
+      if constexpr (kPow2) {
+        s.exponent = xs[g];
+        s.code = static_cast<uint8_t>(xs[g] + 127);
+      } else {
+        s.code = code[g];
+        s.enc = mul[g];
+        s.clamped = am[g] != 0 && s.dec == 0.0f;  // an e4m3 scale that underflowed
+        if (s.clamped) ++t.clamped;
+      }
+      job.store_scale(b, s);
+      // NVFP4 blocks whose scale underflowed to 0 do not count as saturated (BlockVecs)
+      const BlockVecs bv{hn::Set(df, mul[g]), hn::Set(df, dec[g]), hn::Set(di, thr[g]),
+                         !(k.two_level && s.dec == 0.0f)};
+      CastBlockVectors<M, kInt, kPow2, kFast>(job, k, b * L, vpb, rnd, c0 * L, bv, s, lc, st);
+    }
+  }
+  FinishCounts(lc, st, t);
+  t.finite_max = std::max(t.finite_max, finite_max);
+}
+
+// DeepSeek-V3's 1x128 blocks (fp32 scales) in the same layout: per block its amax, the
+// scalar block_scale(), then CastVec per vector while the block is in L1 (a scalar scale
+// per 128 elements costs little).
+template <Rounding M, bool kInt, bool kFast>
+void QuantizeContiguousFp32T(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockTotals& t) {
+  const DI di;
+  const size_t N = hn::Lanes(di);
+  const qd::Context& ctx = *job.ctx;
+  const BlockConsts k = make_block_consts(ctx);
   const int64_t L = job.block_len;
   const int64_t vpb = L / static_cast<int64_t>(N);
   const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kRandWords) / L);
@@ -469,75 +653,17 @@ void QuantizeContiguousT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::Bl
       const int64_t base = b * L;
       const uint32_t amax = ContiguousBlockAmax(job.x + base, vpb, k);
       if (HWY_UNLIKELY(amax > 0x7f7fffffu)) {  // NaN or Inf in the block
-        QuantizeBlocksT<M, kInt, kPow2, kFast>(job, b, b + 1, t);
-        continue;
-      }
-      finite_max = std::max(finite_max, amax);
-      qd::BlockScale s;
-      if constexpr (kPow2) {
-        Pow2Scale(amax, rule, ctx.lim, s);
-      } else {
-        qd::Amax a;
-        a.all = a.finite = amax;
-        s = qd::block_scale(a, ctx);
-      }
-      if (s.clamped) ++t.clamped;
-      job.store_scale(b, s);
-      const BlockVecs bv = MakeBlockVecs<kPow2>(k, s, kPow2 ? pow2f(-s.exponent) : s.enc,
-                                                qd::stored_dec(s, ctx.f->scale));
-      CastBlockVectors<M, kInt, kPow2, kFast>(job, k, base, vpb, rnd, c0 * L, bv, s, lc, st);
-    }
-  }
-  FinishCounts(lc, st, t);
-  t.finite_max = std::max(t.finite_max, finite_max);
-}
-
-// NVFP4 (e4m3 block scales under a tensor scale) in the same layout as the MX loop above,
-// per chunk of blocks held in L1: every block's amax, then their scales in vectors
-// (E4m3Scales), then CastVec per vector. A block holding NaN/Inf goes to the general
-// loop alone.
-template <Rounding M, bool kInt, bool kFast>
-void QuantizeContiguousE4m3T(const qd::BlockJob& job, int64_t b0, int64_t b1,
-                             qd::BlockTotals& t) {
-  const DI di;
-  const size_t N = hn::Lanes(di);
-  const BlockConsts k = make_block_consts(*job.ctx);
-  const int64_t L = job.block_len;
-  const int64_t vpb = L / static_cast<int64_t>(N);
-  const int64_t chunk =
-      std::clamp<int64_t>(static_cast<int64_t>(kRandWords) / L, 1, kSubBlocks);
-  constexpr size_t kPad = kSubBlocks + HWY_MAX_BYTES / 4;
-  HWY_ALIGN uint32_t rnd[kRandWords];
-  HWY_ALIGN uint32_t am[kPad] = {};
-  HWY_ALIGN uint8_t sc_code[kPad];
-  HWY_ALIGN float sc_enc[kPad], sc_dec[kPad];
-  LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
-  QuantizeStats st;
-  uint32_t finite_max = 0;
-  for (int64_t c0 = b0; c0 < b1; c0 += chunk) {
-    const int64_t c1 = std::min(b1, c0 + chunk);
-    const size_t n = static_cast<size_t>(c1 - c0);
-    if constexpr (is_stochastic(M))
-      JobRandom(job, rnd, n * static_cast<size_t>(L), static_cast<uint64_t>(c0 * L), k);
-    for (size_t g = 0; g < n; ++g)
-      am[g] = ContiguousBlockAmax(job.x + (c0 + static_cast<int64_t>(g)) * L, vpb, k);
-    E4m3Scales(am, n, k, sc_code, sc_enc, sc_dec);
-    for (size_t g = 0; g < n; ++g) {
-      const int64_t b = c0 + static_cast<int64_t>(g);
-      if (HWY_UNLIKELY(am[g] > 0x7f7fffffu)) {  // NaN or Inf in the block
         QuantizeBlocksT<M, kInt, false, kFast>(job, b, b + 1, t);
         continue;
       }
-      finite_max = std::max(finite_max, am[g]);
-      qd::BlockScale s;
-      s.code = sc_code[g];
-      s.dec = sc_dec[g];
-      s.enc = sc_enc[g];
-      s.clamped = am[g] != 0 && s.dec == 0.0f;
+      finite_max = std::max(finite_max, amax);
+      qd::Amax a;
+      a.all = a.finite = amax;
+      const qd::BlockScale s = qd::block_scale(a, ctx);
       if (s.clamped) ++t.clamped;
-      job.scale_codes[b] = s.code;
-      const BlockVecs bv = MakeBlockVecs<false>(k, s, s.enc, s.dec);
-      CastBlockVectors<M, kInt, false, kFast>(job, k, b * L, vpb, rnd, c0 * L, bv, s, lc, st);
+      job.store_scale(b, s);
+      const BlockVecs bv = MakeBlockVecs<false>(k, s, s.enc, qd::stored_dec(s, ctx.f->scale));
+      CastBlockVectors<M, kInt, false, kFast>(job, k, base, vpb, rnd, c0 * L, bv, s, lc, st);
     }
   }
   FinishCounts(lc, st, t);
@@ -594,40 +720,37 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
     hn::Store(hn::BitCast(du, a), du, amax + g);
     hn::Store(l, du, lo + g);
   }
-  qd::BlockScale sc[kMaxColumnLanes];
   uint32_t finite_max = 0;
   int64_t clamped = 0;
   for (int64_t j = 0; j < cols; ++j) {
     if (amax[j] > 0x7f7fffffu) return false;  // NaN or Inf in the block
     finite_max = std::max(finite_max, amax[j]);
   }
+  HWY_ALIGN int32_t xs[kMaxColumnLanes];
+  HWY_ALIGN uint8_t code[kMaxColumnLanes];
   if constexpr (kPow2) {
-    for (int64_t j = 0; j < cols; ++j) {
-      Pow2Scale(amax[j], ctx.f->rule, ctx.lim, sc[j]);
-      thr[j] = tiny_threshold_bits(sc[j].exponent);
-      if (lo[j] < static_cast<uint32_t>(thr[j])) return false;  // CastVec's scalar case
-      clamped += sc[j].clamped ? 1 : 0;
-      mul[j] = pow2f(-sc[j].exponent);
-      dec[j] = qd::stored_dec(sc[j], ctx.f->scale);
-    }
-  } else {  // e4m3 scales (NVFP4): QuantizeContiguousE4m3T's, in vectors over the lanes
-    HWY_ALIGN uint8_t code[kMaxColumnLanes];
+    clamped = Pow2Scales(amax, static_cast<size_t>(cols), ctx.f->rule, ctx.lim, xs, mul, dec, thr);
+    for (int64_t g = 0; g < cols; g += N)  // CastVec's scalar case
+      if (!hn::AllFalse(du, hn::Lt(hn::Load(du, lo + g), hn::BitCast(du, hn::Load(di, thr + g))))) return false;
+    for (int64_t j = 0; j < cols; ++j) code[j] = static_cast<uint8_t>(xs[j] + 127);
+  } else {  // e4m3 scales (NVFP4): QuantizeContiguousT's, in vectors over the lanes
     E4m3Scales(amax, static_cast<size_t>(cols), k, code, mul, dec);
     for (int64_t j = 0; j < cols; ++j) {
       // A scale that underflowed to 0 under a nonzero amax: its block does not count
       // as saturated (BlockVecs::count_sat, one flag per vector): the transposing path.
       if (amax[j] != 0 && dec[j] == 0.0f) return false;
-      sc[j].code = code[j];
-      sc[j].dec = dec[j];
     }
   }
-  for (int64_t j = 0; j < cols; ++j) job.store_scale(b_first + j, sc[j]);
+  // job.store_scale's two cases: e8m0 and e4m3 codes, or pow2's 2^X as a float
+  if (job.scale_codes != nullptr) std::memcpy(job.scale_codes + b_first, code, static_cast<size_t>(cols));
+  else std::memcpy(job.scale_values + b_first, dec, static_cast<size_t>(cols) * sizeof(float));
   // Pass 2: cast row by row under the per-lane constants, each row in the tensor's order
   // (x, codes and random words streamed; the constants are L1-resident arrays). Each
   // row's random words are drawn just before it is cast, so they stay in L1 too. The
   // constants are copied into a BlockConsts whose address never leaves this function
   // (k's went to store_scale), so they can stay in registers.
   const BlockConsts kc = k;
+  const qd::BlockScale unused;
   LaneCounts lc{hn::Zero(di), hn::Zero(di), 0};
   QuantizeStats st;
   for (int64_t r = 0; r < rows; ++r) {
@@ -637,10 +760,9 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
       const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
       VI rv = hn::Zero(di);
       if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + g));
-      // sc[g] stands in for the lane's scale: CastVec reads it only in the scalar case,
-      // which pass 1 excluded.
+      // CastVec reads the scale only in the scalar case, which pass 1 excluded.
       CastVec<M, kInt, kPow2, kFast>(job, kc, row + g, static_cast<size_t>(N),
-                                     hn::BitCast(di, hn::LoadU(df, job.x + row + g)), rv, bv, sc[g], lc, st);
+                                     hn::BitCast(di, hn::LoadU(df, job.x + row + g)), rv, bv, unused, lc, st);
     }
     CountVectors(lc, st, cols / N);
   }
@@ -660,9 +782,9 @@ void QuantizeBlocksT(const qd::BlockJob& job, int64_t b0, int64_t b1, qd::BlockT
         job.row_len % job.block_len == 0) {
       if constexpr (kPow2) return QuantizeContiguousT<M, kInt, true, kFast>(job, b0, b1, t);
       if (job.ctx->f->scale == ScaleFormat::e4m3)
-        return QuantizeContiguousE4m3T<M, kInt, kFast>(job, b0, b1, t);
-      if (job.ctx->f->scale == ScaleFormat::fp32)
         return QuantizeContiguousT<M, kInt, false, kFast>(job, b0, b1, t);
+      if (job.ctx->f->scale == ScaleFormat::fp32)
+        return QuantizeContiguousFp32T<M, kInt, kFast>(job, b0, b1, t);
     }
   }
   const qd::Context& ctx = *job.ctx;
