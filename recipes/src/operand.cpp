@@ -143,6 +143,16 @@ std::vector<float> OperandQuantizer::signs(GemmRole role, uint64_t step) const {
   return hadamard_signs(t.size, k.seed, k.stream);
 }
 
+const std::vector<float>& OperandQuantizer::cached_signs(GemmRole role, uint64_t step) {
+  CachedSigns& c = signs_cache_[static_cast<size_t>(role)];
+  if (!c.valid || c.step != step) {
+    c.signs = signs(role, step);
+    c.step = step;
+    c.valid = true;
+  }
+  return c.signs;
+}
+
 std::vector<float> OperandQuantizer::history_values(GemmRole role) const {
   const auto& h = histories_[static_cast<size_t>(role)];
   if (!h) return {};
@@ -211,7 +221,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
     }
   }
   if (transformed) {
-    const std::vector<float> sg = signs(role, step);
+    const std::vector<float>& sg = cached_signs(role, step);
     // An fp32 role's result is the transform itself, written to out; a quantizer reads
     // it from scratch_ (it may not alias out).
     float* t = out;

@@ -145,6 +145,8 @@ TEST_CASE("operand: the documented keys reproduce SR and per-call Hadamard signs
     // Same seed and step: same bits. Another step, seed or layer: different bits.
     CHECK(same_bits(run(q, g, x, rows, cols, step), got));
     CHECK(!same_bits(run(q, g, x, rows, cols, step + 1), got));
+    // apply() keeps the last signs per role: going back a step must draw them again.
+    CHECK(same_bits(run(q, g, x, rows, cols, step), got));
     OperandQuantizer other_seed(r, kLayer, seed + 1);
     CHECK(!same_bits(run(other_seed, g, x, rows, cols, step), got));
     OperandQuantizer other_layer(r, LayerInfo{5, 12, LayerInfo::linear, "blocks.5.mlp.fc2"}, seed);

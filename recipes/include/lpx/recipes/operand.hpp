@@ -196,6 +196,16 @@ class OperandQuantizer {
   // The transformed (or, when in == out, copied) operand apply() quantizes from: kept
   // between calls so that a step's operands reuse one allocation.
   ScratchBuffer<float> scratch_;
+  // The last sign vector apply() drew per role and its step: per-call signs are keyed by
+  // (layer, GEMM, step), so attention's per-head products, which call apply() once per
+  // (sequence, head) with the same key, draw them once a step.
+  struct CachedSigns {
+    bool valid = false;
+    uint64_t step = 0;
+    std::vector<float> signs;
+  };
+  std::array<CachedSigns, kGemmRoles> signs_cache_;
+  const std::vector<float>& cached_signs(GemmRole role, uint64_t step);
 };
 
 }  // namespace lpx
