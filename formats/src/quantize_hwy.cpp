@@ -2,14 +2,18 @@
 // chosen at run time; bit-identical to the scalar per-block reference in quantize.cpp.
 //
 // Per block (a box whose rows are contiguous runs of float32):
-//   1. amax: lane-wise max of |x'| as int32 bits (x' = x with the subnormal flush), then a
-//      horizontal max. A block holding NaN/Inf takes the scalar block_amax (and below,
-//      the scalar cast): those blocks are rare and their semantics are all special cases.
-//   2. scale: the scalar block_scale() itself, once per block, so every scale rule and
-//      clamp is the reference's by construction; power-of-two scales run its branch
-//      inlined (the same scale_exponent() and clamp, quantize_internal.hpp). NVFP4's
-//      e4m3 scales (one per 16 elements: a scalar call each would cost more than the
-//      cast) are computed in vectors of blocks with the same float32 steps (E4m3Scales).
+//   1. amax: lane-wise max of |x'| as int32 bits (x' = x with the subnormal flush), then
+//      one lane per block: along rows N blocks' maxima meet in a ConcatOdd/ConcatEven
+//      tree (GroupAmax), down columns each lane is a block already; the general loop
+//      takes a horizontal max. A block holding NaN/Inf takes the scalar block_amax (and
+//      below, the scalar cast): those blocks are rare and their semantics are all
+//      special cases.
+//   2. scale: power-of-two scales in integer lanes, N blocks at once (Pow2ScaleLanes:
+//      scale_exponent()'s four rules on the float32 fields and the same clamp; a
+//      subnormal amax takes the scalar Pow2Scale), NVFP4's e4m3 scales in float lanes
+//      with the reference's float32 steps (E4m3Scales); fp32 scales and the general loop
+//      call the scalar block_scale() once per block. A scalar scale per 32 elements cost
+//      a third of an MXFP4 cast.
 //   3. cast: y = x'' * m with m = 2^-X (power-of-two scales) or s_enc (fp32, e4m3), one
 //      float32 multiply per lane as the scalar code does; then the shared vector codec
 //      (codec_hwy-inl.h: EncodeVec, DecodeVec, Philox) gives the code and, for
