@@ -397,10 +397,9 @@ HWY_INLINE void CastBlockVectors(const qd::BlockJob& job, const BlockConsts& k, 
   CountVectors(lc, st, vpb);
 }
 
-// The largest |x'| bits over the vpb whole vectors of a contiguous block at x (pass 1 of
-// the contiguous loops below).
-HWY_INLINE uint32_t ContiguousBlockAmax(const float* HWY_RESTRICT x, int64_t vpb,
-                                        const BlockConsts& k) {
+// Lane-wise the largest |x'| bits over the vpb whole vectors of a contiguous block at x
+// (pass 1 of the contiguous loops below).
+HWY_INLINE VI BlockLaneMax(const float* HWY_RESTRICT x, int64_t vpb, const BlockConsts& k) {
   const DI di;
   const size_t N = hn::Lanes(di);
   const VI absmask = hn::Set(di, 0x7fffffff);
@@ -410,7 +409,7 @@ HWY_INLINE uint32_t ContiguousBlockAmax(const float* HWY_RESTRICT x, int64_t vpb
     hwy::Prefetch(x + j * static_cast<int64_t>(N) + 512);
     a0 = hn::Max(a0, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), x + j * N)), k), absmask));
   }
-  return MaxLane(a0);
+  return a0;
 }
 
 // block_scale()'s power-of-two branch, inlined (no call per block), for a block whose
@@ -545,15 +544,9 @@ HWY_INLINE VI GroupAmax(const float* HWY_RESTRICT x, size_t n, int64_t vpb, cons
                         int32_t* HWY_RESTRICT tree) {
   const DI di;
   const size_t N = hn::Lanes(di);
-  const VI absmask = hn::Set(di, 0x7fffffff);
   for (size_t j = 0; j < N; ++j) {
-    VI a = hn::Zero(di);
-    for (int64_t v = 0; j < n && v < vpb; ++v) {
-      const float* p = x + (static_cast<int64_t>(j) * vpb + v) * static_cast<int64_t>(N);
-      // The stream runs ahead of the hardware prefetcher's reach without this (2 KiB).
-      hwy::Prefetch(p + 512);
-      a = hn::Max(a, hn::And(Prepare(hn::BitCast(di, hn::LoadU(DF(), p)), k), absmask));
-    }
+    const VI a = j < n ? BlockLaneMax(x + static_cast<int64_t>(j) * vpb * static_cast<int64_t>(N), vpb, k)
+                       : hn::Zero(di);
     hn::Store(a, di, tree + j * N);
   }
   for (size_t w = N / 2; w >= 1; w /= 2)
@@ -655,7 +648,7 @@ void QuantizeContiguousFp32T(const qd::BlockJob& job, int64_t b0, int64_t b1, qd
       JobRandom(job, rnd, static_cast<size_t>((c1 - c0) * L), static_cast<uint64_t>(c0 * L), k);
     for (int64_t b = c0; b < c1; ++b) {
       const int64_t base = b * L;
-      const uint32_t amax = ContiguousBlockAmax(job.x + base, vpb, k);
+      const uint32_t amax = MaxLane(BlockLaneMax(job.x + base, vpb, k));
       if (HWY_UNLIKELY(amax > 0x7f7fffffu)) {  // NaN or Inf in the block
         QuantizeBlocksT<M, kInt, false, kFast>(job, b, b + 1, t);
         continue;
@@ -736,7 +729,8 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
     clamped = Pow2Scales(amax, static_cast<size_t>(cols), ctx.f->rule, ctx.lim, xs, mul, dec, thr);
     for (int64_t g = 0; g < cols; g += N)  // CastVec's scalar case
       if (!hn::AllFalse(du, hn::Lt(hn::Load(du, lo + g), hn::BitCast(du, hn::Load(di, thr + g))))) return false;
-    for (int64_t j = 0; j < cols; ++j) code[j] = static_cast<uint8_t>(xs[j] + 127);
+    if (job.scale_codes != nullptr)  // e8m0 (pow2 stores 2^X itself, below)
+      for (int64_t j = 0; j < cols; ++j) code[j] = static_cast<uint8_t>(xs[j] + 127);
   } else {  // e4m3 scales (NVFP4): QuantizeContiguousT's, in vectors over the lanes
     E4m3Scales(amax, static_cast<size_t>(cols), k, code, mul, dec);
     for (int64_t j = 0; j < cols; ++j) {

@@ -43,7 +43,7 @@
 // order. Calls for different roles may run concurrently; calls for the same role may not.
 // (sim's evaluation puts the histories back after each forward, so evaluating never
 // changes training.) The histories are the quantizer's only state (SR and RHT signs are
-// keyed by step):
+// keyed by step; the last signs kept per role are a cache of that key, not state):
 // history_values() / restore_history() save and restore it, which is what makes a
 // resumed training run (sim's checkpoints) bit-identical to an uninterrupted one.
 //
