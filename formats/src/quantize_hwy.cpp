@@ -40,6 +40,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "codec_hwy-inl.h"
@@ -1167,12 +1168,18 @@ void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t 
                       uint64_t first, int64_t stride) {
   HWY_DYNAMIC_DISPATCH(RandomRows)(&job, out, rows, cols, first, stride);
 }
+namespace {
+std::atomic<int64_t> column_tiles{0};  // one relaxed add per tile of 32 x up to 256 elements
+}  // namespace
+
 bool simd_quantize_columns(const BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
                            int64_t b_first, uint32_t* rnd, BlockTotals& t) {
   bool done = false;
   HWY_DYNAMIC_DISPATCH(QuantizeColumns)(&job, first, rows, cols, stride, b_first, rnd, &t, &done);
+  if (done) column_tiles.fetch_add(1, std::memory_order_relaxed);
   return done;
 }
+int64_t column_kernel_tiles() { return column_tiles.load(std::memory_order_relaxed); }
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n) {
   Amax a;
   HWY_DYNAMIC_DISPATCH(RangeAmax)(&job, i0, n, &a);

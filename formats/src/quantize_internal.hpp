@@ -207,6 +207,10 @@ void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t 
 // cols words (sr: one row's words at a time).
 bool simd_quantize_columns(const BlockJob& job, int64_t first, int64_t rows, int64_t cols, int64_t stride,
                            int64_t b_first, uint32_t* rnd, BlockTotals& t);
+// How many tiles simd_quantize_columns has taken in this process (the others went back to
+// the transposing path): tests/formats/test_block_simd.cpp reads it to check that data
+// meant for the column-lane kernel reaches it.
+int64_t column_kernel_tiles();
 // Pass 1 of per-tensor and two-level (NVFP4) scaling: the Amax of the flat run
 // [i0, i0 + n) of job.x.
 Amax simd_range_amax(const BlockJob& job, int64_t i0, int64_t n);

@@ -22,6 +22,7 @@
 #include "lpx/formats/block_format.hpp"
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/quantize.hpp"
+#include "quantize_internal.hpp"
 
 namespace {
 
@@ -232,7 +233,14 @@ TEST_CASE("SIMD block quantization matches the scalar reference on every target"
 // every tile to the transposing path), with an all-zero column. Spoiled data adds what
 // sends a tile back: a NaN, an Inf, an element 2^-140 below its block's amax (the scalar
 // round-to-odd case) and a column 2^-30 below the rest (NVFP4 scales underflow to 0).
-std::vector<float> column_data(int64_t rows, int64_t cols, uint32_t seed, bool spoil) {
+// Edge data keeps every tile on the column-lane kernel for power-of-two scales but puts
+// the lane-wise scale rules (Pow2ScaleLanes) through their rare cases: a column near
+// 2^-124 (its scale clamps low under e4m3's emax of 8, not under e2m1's 2), a column near
+// 2^-138 whose amax is a float32 subnormal (the scalar fallback lane; clamped for every
+// element), and a column near 2^122 (amax close to FLT_MAX).
+enum class ColumnData { plain, spoiled, edges };
+
+std::vector<float> column_data(int64_t rows, int64_t cols, uint32_t seed, ColumnData kind) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(rows * cols));
@@ -240,13 +248,39 @@ std::vector<float> column_data(int64_t rows, int64_t cols, uint32_t seed, bool s
     for (int64_t c = 0; c < cols; ++c)
       x[static_cast<size_t>(r * cols + c)] = std::ldexp(normal(rng), static_cast<int>(c % 12) - 6);
   for (int64_t r = 0; r < rows; ++r) x[static_cast<size_t>(r * cols + 5)] = 0.0f;
-  if (spoil) {
+  if (kind == ColumnData::edges) {
+    for (int64_t r = 0; r < rows; ++r) {
+      x[static_cast<size_t>(r * cols + 9)] = std::ldexp(normal(rng), -124);
+      x[static_cast<size_t>(r * cols + 10)] = std::ldexp(normal(rng), -138);
+      x[static_cast<size_t>(r * cols + 11)] = std::ldexp(normal(rng), 122);
+    }
+  }
+  if (kind == ColumnData::spoiled) {
     x[static_cast<size_t>(3 * cols + 1)] = std::numeric_limits<float>::quiet_NaN();
     x[static_cast<size_t>((rows - 1) * cols + cols - 1)] = -std::numeric_limits<float>::infinity();
     x[static_cast<size_t>((rows / 2) * cols + cols / 2)] = std::ldexp(1.0f, -150 + 12);
     for (int64_t r = 0; r < rows; ++r) x[static_cast<size_t>(r * cols + 7)] *= std::ldexp(1.0f, -30);
   }
   return x;
+}
+
+// One fake_quantize of x (blocks down the columns, sr, one thread): how many tiles the
+// column-lane kernel took, and how many block scales clamped.
+struct ColumnRun {
+  int64_t tiles = 0, clamped = 0;
+};
+
+ColumnRun column_run(const std::string& spec, const std::vector<int64_t>& shape, const std::vector<float>& x) {
+  BlockFormat f = lpx::parse_block_format(spec);
+  f.block.axis = 0;
+  QuantizeOptions o;
+  o.round = Rounding::sr;
+  o.threads = 1;
+  std::vector<float> out(x.size());
+  const int64_t before = lpx::quantize_detail::column_kernel_tiles();
+  const QuantizedTensor q =
+      lpx::fake_quantize(lpx::TensorView<const float>{std::span<const float>(x), shape}, out, f, o);
+  return {lpx::quantize_detail::column_kernel_tiles() - before, q.stats.clamped_scales};
 }
 
 TEST_CASE("Blocks down the columns on finite data (the column-lane kernel) match the reference",
@@ -260,12 +294,24 @@ TEST_CASE("Blocks down the columns on finite data (the column-lane kernel) match
     // wide as the strided strategy makes them (256 columns for 32-row blocks, 512 for 16)
     // and ragged (520 = 2 x 256 + 8).
     for (const auto& shape : std::vector<std::vector<int64_t>>{{96, 48}, {40, 64}, {16, 520}, {16, 1024}}) {
-      for (const bool spoil : {false, true}) {
-        if (spoil && shape[1] > 64) continue;
-        const std::vector<float> x = column_data(shape[0], shape[1], seed++, spoil);
+      for (const ColumnData kind : {ColumnData::plain, ColumnData::spoiled, ColumnData::edges}) {
+        if (kind != ColumnData::plain && shape[1] > 64) continue;
+        const std::vector<float> x = column_data(shape[0], shape[1], seed++, kind);
         for (const std::string spec :
              {"mxfp4", "mxfp8_e4m3", "mxint8", "e2m1:b32:e8m0:rceil", "e2m1:b16:e8m0", "e2m0:b32:e8m0",
-              "nvfp4", "e1m2:b16:e4m3"}) {
+              "e2m1:b32:e8m0:ceil", "e4m3:b32:e8m0:even", "nvfp4", "e1m2:b16:e4m3"}) {
+          if (kind == ColumnData::edges && lpx::parse_block_format(spec).scale != lpx::ScaleFormat::e4m3 &&
+              t.name != "SCALAR") {  // the scalar target has no column-lane kernel
+            // The edge columns must reach the column-lane kernel, or this case tests only
+            // the transposing path: as many tiles take it as on plain data of the shape,
+            // and the 2^-138 column's scales clamp.
+            const std::vector<float> plain = column_data(shape[0], shape[1], seed, ColumnData::plain);
+            INFO(spec << " on " << shape[0] << "x" << shape[1]);
+            const ColumnRun edge_run = column_run(spec, shape, x), plain_run = column_run(spec, shape, plain);
+            CHECK(edge_run.tiles == plain_run.tiles);
+            CHECK(edge_run.tiles > 0);
+            CHECK(edge_run.clamped >= (shape[0] + 31) / 32);
+          }
           for (Rounding r : {Rounding::rne, Rounding::sr, Rounding::rna}) {
             QuantizeOptions o;
             o.round = r;
