@@ -447,6 +447,19 @@ HWY_INLINE void PhiloxRound(PhiloxChain& c, hn::Vec<DU> m0, hn::Vec<DU> m1, hn::
   c.x3 = p0;
 }
 
+// Rounds 3..9 of every chain given, interleaved round by round (one chain's ~7-cycle
+// round hides behind the others').
+template <class... Chains>
+HWY_INLINE void PhiloxRounds(const PhiloxConsts& p, hn::Vec<DU> m0, hn::Vec<DU> m1, Chains&... c) {
+  const DU du;
+  HWY_UNROLL(7)
+  for (int r = 2; r < 9; ++r) {
+    const auto k0 = hn::Set(du, p.key0[r]);
+    const auto k1 = hn::Set(du, p.key1[r]);
+    (PhiloxRound(c, m0, m1, k0, k1), ...);
+  }
+}
+
 // s ^ x ^ k in the even u32 lanes, s in the odd ones: one merge-masked ternary logic op
 // on AVX-512 (Highway 1.0.3 has no masked Xor3; measured ~4% faster than the blend).
 HWY_INLINE hn::Vec<DU> XorEven(hn::Vec<DU> s, hn::Vec<DU> x, hn::Vec<DU> k) {
@@ -579,13 +592,7 @@ HWY_INLINE void PhiloxDraw4(PhiloxLanes& s, const PhiloxConsts& p, VI& out0, VI&
     const auto m1 = hn::Set(du, philox_detail::kMul1);
     PhiloxChain a = PhiloxStart(s.ga, s, p);
     PhiloxChain b = PhiloxStart(s.gb, s, p);
-    HWY_UNROLL(7)
-    for (int r = 2; r < 9; ++r) {
-      const auto k0 = hn::Set(du, p.key0[r]);
-      const auto k1 = hn::Set(du, p.key1[r]);
-      PhiloxRound(a, m0, m1, k0, k1);
-      PhiloxRound(b, m0, m1, k0, k1);
-    }
+    PhiloxRounds(p, m0, m1, a, b);
     const auto k0 = hn::Set(du, p.key0[9]);
     const auto k1 = hn::Set(du, p.key1[9]);
     PhiloxLast(a, m0, m1, k0, k1, out0, out1);
@@ -614,23 +621,17 @@ HWY_INLINE void PhiloxDraw8(PhiloxLanes& s, const PhiloxConsts& p, uint32_t* HWY
     PhiloxChain b = PhiloxStart(s.gb, s, p);
     PhiloxChain c = PhiloxStart(hn::Add(s.ga, hn::Set(du64, 2 * N64)), s, p);
     PhiloxChain d = PhiloxStart(hn::Add(s.ga, hn::Set(du64, 3 * N64)), s, p);
-    HWY_UNROLL(7)
-    for (int r = 2; r < 9; ++r) {
-      const auto k0 = hn::Set(du, p.key0[r]);
-      const auto k1 = hn::Set(du, p.key1[r]);
-      PhiloxRound(a, m0, m1, k0, k1);
-      PhiloxRound(b, m0, m1, k0, k1);
-      PhiloxRound(c, m0, m1, k0, k1);
-      PhiloxRound(d, m0, m1, k0, k1);
-    }
+    PhiloxRounds(p, m0, m1, a, b, c, d);
     const auto k0 = hn::Set(du, p.key0[9]);
     const auto k1 = hn::Set(du, p.key1[9]);
-    VI w[8];
-    PhiloxLast(a, m0, m1, k0, k1, w[0], w[1]);
-    PhiloxLast(b, m0, m1, k0, k1, w[2], w[3]);
-    PhiloxLast(c, m0, m1, k0, k1, w[4], w[5]);
-    PhiloxLast(d, m0, m1, k0, k1, w[6], w[7]);
-    for (size_t j = 0; j < 8; ++j) hn::StoreU(hn::BitCast(du, w[j]), du, out + j * N);
+    size_t j = 0;
+    for (const PhiloxChain* chain : {&a, &b, &c, &d}) {
+      VI lo, hi;
+      PhiloxLast(*chain, m0, m1, k0, k1, lo, hi);
+      hn::StoreU(hn::BitCast(du, lo), du, out + j);
+      hn::StoreU(hn::BitCast(du, hi), du, out + j + N);
+      j += 2 * N;
+    }
   }
   const auto step = hn::Set(du64, 2 * N);
   s.ga = hn::Add(s.ga, step);
@@ -656,10 +657,7 @@ HWY_INLINE void PhiloxDrawChain(PhiloxLanes& s, const PhiloxConsts& p, size_t gr
     const auto m0 = hn::Set(du, philox_detail::kMul0);
     const auto m1 = hn::Set(du, philox_detail::kMul1);
     PhiloxChain c = PhiloxStart(s.ga, s, p);
-    HWY_UNROLL(7)
-    for (int r = 2; r < 9; ++r) {
-      PhiloxRound(c, m0, m1, hn::Set(du, p.key0[r]), hn::Set(du, p.key1[r]));
-    }
+    PhiloxRounds(p, m0, m1, c);
     PhiloxLast(c, m0, m1, hn::Set(du, p.key0[9]), hn::Set(du, p.key1[9]), lo, hi);
   }
   const auto step = hn::Set(du64, groups);
