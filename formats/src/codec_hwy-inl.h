@@ -639,8 +639,8 @@ HWY_INLINE void PhiloxDraw8(PhiloxLanes& s, const PhiloxConsts& p, uint32_t* HWY
   s.g += 2 * N;
 }
 
-// One chain, for tails only (the bulk goes through PhiloxDraw4, whose two chains hide each
-// other's latency): its lanes hold groups g ... g + N64 - 1 in the order PhiloxLast turns
+// One chain, for tails only (the bulk goes through PhiloxDraw4 or PhiloxDraw8, whose
+// chains hide each other's latency): its lanes hold groups g ... g + N64 - 1 in the order PhiloxLast turns
 // into lo (the first N words) and hi (the next N). The state advances by `groups`: N/2
 // when both halves are used, N/4 when only lo is.
 HWY_INLINE void PhiloxDrawChain(PhiloxLanes& s, const PhiloxConsts& p, size_t groups, VI& lo,

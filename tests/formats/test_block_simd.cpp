@@ -236,8 +236,8 @@ TEST_CASE("SIMD block quantization matches the scalar reference on every target"
 // Edge data keeps every tile on the column-lane kernel for power-of-two scales but puts
 // the lane-wise scale rules (Pow2ScaleLanes) through their rare cases: a column near
 // 2^-124 (its scale clamps low under e4m3's emax of 8, not under e2m1's 2), a column near
-// 2^-138 whose amax is a float32 subnormal (the scalar fallback lane; clamped for every
-// element), and a column near 2^122 (amax close to FLT_MAX).
+// 2^-138 whose amax is a float32 subnormal (the scalar fallback lane; clamped under every
+// element format), and a column near 2^122 (amax close to FLT_MAX).
 enum class ColumnData { plain, spoiled, edges };
 
 std::vector<float> column_data(int64_t rows, int64_t cols, uint32_t seed, ColumnData kind) {
