@@ -295,8 +295,8 @@ QuantizeResult quantize_blocks(TensorView<const float> x, const BlockFormat& for
   c.job.codes = q.codes.empty() ? nullptr : q.codes.data();
   c.job.out = out;
   c.job.ctx = &ctx;
-  // Caller-given words: the reference strategies read element k's word from job.rnd[k]
-  // (vectorizable() declines them, so no SIMD kernel runs).
+  // Caller-given words: every strategy, SIMD or reference, reads element k's word from
+  // job.rnd[k] instead of drawing it.
   if (opt.random_words != nullptr) c.job.rnd = opt.random_words + opt.index_offset;
   if (coded_scale) c.job.scale_codes = q.scale_codes.data();
   else c.job.scale_values = q.scale_values.data();

@@ -142,8 +142,9 @@ HWY_INLINE void RandomFill(uint32_t* HWY_RESTRICT out, size_t n, uint64_t first,
   }
 }
 
-// The random words of elements [first, first + n) of job.x: job.rnd's when the caller
-// drew them (the axis-0 path, keyed by the elements' original indices), else Philox.
+// The random words of elements [first, first + n) of job.x: job.rnd's when given (the
+// caller's QuantizeOptions::random_words, or the transposing axis-0 path's, keyed by the
+// elements' original indices), else Philox.
 HWY_INLINE void JobRandom(const qd::BlockJob& job, uint32_t* HWY_RESTRICT out, size_t n,
                           uint64_t first, const BlockConsts& k) {
   if (job.rnd != nullptr) {
@@ -698,7 +699,7 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(di));
   const qd::Context& ctx = *job.ctx;
-  if (cols % N != 0 || cols > kMaxColumnLanes || rows < 1 || job.rnd != nullptr) return false;
+  if (cols % N != 0 || cols > kMaxColumnLanes || rows < 1) return false;
   if (!kPow2 && ctx.f->scale != ScaleFormat::e4m3) return false;
   const BlockConsts k = make_block_consts(ctx);
   if (kPow2 && k.two_level) return false;
@@ -760,11 +761,14 @@ bool QuantizeColumnsT(const qd::BlockJob& job, int64_t first, int64_t rows, int6
   QuantizeStats st;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t row = first + r * stride;
-    if constexpr (is_stochastic(M)) RandomFill(rnd, static_cast<size_t>(cols), static_cast<uint64_t>(row), k);
+    // Caller-given words (job.rnd) are read where they lie: the row's words are contiguous.
+    const uint32_t* row_rnd = job.rnd != nullptr ? job.rnd + row : rnd;
+    if constexpr (is_stochastic(M))
+      if (job.rnd == nullptr) RandomFill(rnd, static_cast<size_t>(cols), static_cast<uint64_t>(row), k);
     for (int64_t g = 0; g < cols; g += N) {
       const BlockVecs bv{hn::Load(df, mul + g), hn::Load(df, dec + g), hn::Load(di, thr + g), true};
       VI rv = hn::Zero(di);
-      if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(rnd + g));
+      if constexpr (is_stochastic(M)) rv = hn::LoadU(di, reinterpret_cast<const int32_t*>(row_rnd + g));
       // CastVec reads the scale only in the scalar case, which pass 1 excluded.
       CastVec<M, kInt, kPow2, kFast>(job, kc, row + g, static_cast<size_t>(N),
                                      hn::BitCast(di, hn::LoadU(df, job.x + row + g)), rv, bv, unused, lc, st);
@@ -929,6 +933,16 @@ void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t co
       RandomFill(out + r * cols + c, n, first + static_cast<uint64_t>(r * stride + c), k);
     }
   }
+}
+
+// out[i] = random_bits(seed, stream, first + i) for i < n (lpx::random_words).
+void RandomWords(uint64_t seed, uint32_t stream, uint64_t first, uint32_t* out, size_t n) {
+  BlockConsts k;
+  k.co.seed = seed;
+  k.co.stream = stream;
+  k.pc = detail::make_philox_consts(seed);
+  for (size_t i = 0; i < n; i += kRandWords)
+    RandomFill(out + i, std::min(kRandWords, n - i), first + i, k);
 }
 
 // The Amax of the flat run [i0, i0 + n) (pass 1 of per-tensor and two-level scaling),
@@ -1103,6 +1117,10 @@ void RandomRows(const qd::BlockJob* job, uint32_t* out, int64_t rows, int64_t co
           random_bits(o.seed, o.stream, o.index_offset + first + static_cast<uint64_t>(r * stride + c));
 }
 
+void RandomWords(uint64_t seed, uint32_t stream, uint64_t first, uint32_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = random_bits(seed, stream, first + i);
+}
+
 void QuantizeColumns(const qd::BlockJob*, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t*,
                      qd::BlockTotals*, bool* done) {
   *done = false;  // the transposing path and the scalar reference do the work
@@ -1151,6 +1169,7 @@ namespace lpx::simd {
 HWY_EXPORT(QuantizeBlocks);
 HWY_EXPORT(RangeAmax);
 HWY_EXPORT(RandomRows);
+HWY_EXPORT(RandomWords);
 HWY_EXPORT(QuantizeColumns);
 HWY_EXPORT(QuantizeRange);
 HWY_EXPORT(DequantizeBlocks);
@@ -1172,6 +1191,12 @@ void simd_quantize_blocks(const BlockJob& job, int64_t b0, int64_t b1, BlockTota
 }
 void simd_random_rows(const BlockJob& job, uint32_t* out, int64_t rows, int64_t cols,
                       uint64_t first, int64_t stride) {
+  if (job.rnd != nullptr) {  // caller-given words: the tile's rows of them
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * cols, job.rnd + first + static_cast<uint64_t>(r * stride),
+                  static_cast<size_t>(cols) * sizeof(uint32_t));
+    return;
+  }
   HWY_DYNAMIC_DISPATCH(RandomRows)(&job, out, rows, cols, first, stride);
 }
 namespace {
@@ -1204,4 +1229,11 @@ void simd_dequantize_blocks(const BlockJob& job, int64_t b0, int64_t b1) {
 }
 
 }  // namespace lpx::quantize_detail
+
+namespace lpx {
+void random_words(uint64_t seed, uint32_t stream, uint64_t first, std::span<uint32_t> out) {
+  using namespace lpx::simd;  // HWY_DYNAMIC_DISPATCH's names, as above
+  HWY_DYNAMIC_DISPATCH(RandomWords)(seed, stream, first, out.data(), out.size());
+}
+}  // namespace lpx
 #endif  // HWY_ONCE

@@ -175,8 +175,11 @@ StridedView strided_view(const Layout& L) {
 }
 
 bool simd_kernels_apply(const BlockFormat& f, const QuantizeOptions& opt) {
-  return opt.path == QuantizePath::fastest &&
-         simd::detail::vectorizable(f.element, element_cast_options(opt));
+  // The block kernels read caller-given words (job.rnd) where they would draw Philox's, so
+  // unlike the array casts they take them: vectorizable() is asked without them.
+  CastOptions co = element_cast_options(opt);
+  co.random_words = nullptr;
+  return opt.path == QuantizePath::fastest && simd::detail::vectorizable(f.element, co);
 }
 
 Selection select_strategy(const BlockFormat& f, const Layout& L, const QuantizeOptions& opt) {
@@ -291,7 +294,7 @@ BlockTotals quantize_strided(const TensorCall& c) {
       job.block_len = nr;
       transpose_in(whole.x + first, C, in.data(), nr, nc);
       if (sr) {
-        simd_random_rows(job, rows_rnd, nr, nc, static_cast<uint64_t>(first), C);
+        simd_random_rows(whole, rows_rnd, nr, nc, static_cast<uint64_t>(first), C);  // whole: its job.rnd
         transpose_in(rows_rnd, nc, rnd.data(), nr, nc);
       }
       simd_quantize_blocks(job, 0, nc, t);

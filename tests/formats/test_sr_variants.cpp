@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "lpx/formats/element_format.hpp"
 #include "lpx/formats/quantize.hpp"
 #include "lpx/numerics/philox.hpp"
+#include "quantize_internal.hpp"  // column_kernel_tiles()
 
 namespace {
 
@@ -264,6 +266,91 @@ TEST_CASE("SR variants in block quantization: the SIMD kernels equal the scalar 
         CHECK(a.codes == b.codes);
         CHECK(std::memcmp(fast.data(), ref.data(), fast.size() * 4) == 0);
       }
+    }
+  }
+}
+
+TEST_CASE("caller-given words in block quantization: the SIMD kernels read them as the reference does", "[sr]") {
+  // QuantizeOptions::random_words through every SIMD strategy: along rows (contiguous,
+  // 1x128 fp32 scales, NVFP4's two levels), down columns (the column-lane kernel, and its
+  // transposing fallback for a column holding NaN), per tensor; each against the scalar
+  // reference given the same words, which are not Philox's (a Philox-keyed bug could not
+  // hide behind them). Then Philox's own words, from random_words(), reproduce the
+  // internal stream bit for bit.
+  const int64_t rows = 256, cols = 96;
+  const std::vector<int64_t> shape = {rows, cols};
+  std::vector<float> x(static_cast<size_t>(rows * cols)), nan_x;
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::ldexp(static_cast<float>(lpx::random_bits(4, 9, i) % 200001) - 100000.f, -14);
+  nan_x = x;
+  nan_x[5 * cols + 7] = std::numeric_limits<float>::quiet_NaN();
+  const uint64_t offset = 3;  // words[offset + i] for element i, off the Philox group boundary
+  std::vector<uint32_t> words(x.size() + offset);
+  for (size_t i = 0; i < words.size(); ++i) words[i] = lpx::random_bits(1, 2, i) * 2654435761u + 12345u;
+  struct Case {
+    const char* spec;
+    int axis;
+    const std::vector<float>* data;
+  };
+  const Case cases[] = {{"mxfp4", 1, &x},        {"mxfp4", 0, &x},        {"mxfp4", 0, &nan_x},
+                        {"mxfp8_e4m3", 0, &x},   {"nvfp4", 1, &x},        {"nvfp4", 0, &x},
+                        {"e4m3:b128:fp32", 1, &x}, {"e4m3:tensor:fp32", 1, &x}};
+  const int64_t tiles_before = lpx::quantize_detail::column_kernel_tiles();
+  for (const Case& c : cases) {
+    for (const Rounding m : {Rounding::sr, Rounding::sr_rne}) {
+      INFO(c.spec << " axis " << c.axis << (c.data == &nan_x ? " with NaN " : " ") << lpx::rounding_name(m));
+      lpx::BlockFormat f = lpx::parse_block_format(c.spec);
+      f.block.axis = c.axis;
+      lpx::QuantizeOptions opt;
+      opt.round = m;
+      opt.sr_bits = 13;
+      opt.headroom_3_4 = true;
+      opt.index_offset = offset;
+      opt.random_words = words.data();
+      opt.random_words_count = words.size();
+      opt.threads = 1;
+      std::vector<float> fast(x.size()), ref(x.size());
+      const lpx::QuantizedTensor a = lpx::fake_quantize({*c.data, shape}, fast, f, opt);
+      opt.path = lpx::QuantizePath::reference;
+      const lpx::QuantizedTensor b = lpx::fake_quantize({*c.data, shape}, ref, f, opt);
+      CHECK(a.codes == b.codes);
+      CHECK(a.scale_codes == b.scale_codes);
+      CHECK(std::memcmp(fast.data(), ref.data(), fast.size() * 4) == 0);
+      CHECK(a.stats.saturated == b.stats.saturated);
+      CHECK(a.stats.flushed == b.stats.flushed);
+
+      // Philox's words handed back equal the kernels' own draw (no words given).
+      std::vector<uint32_t> philox(x.size() + offset);
+      lpx::random_words(77, 5, 0, philox);
+      lpx::QuantizeOptions given = opt, internal = opt;
+      given.path = internal.path = lpx::QuantizePath::fastest;
+      given.random_words = philox.data();
+      given.random_words_count = philox.size();
+      internal.random_words = nullptr;
+      internal.random_words_count = 0;
+      internal.seed = 77;
+      internal.stream = 5;
+      lpx::fake_quantize_values({*c.data, shape}, fast, f, given);
+      lpx::fake_quantize_values({*c.data, shape}, ref, f, internal);
+      CHECK(std::memcmp(fast.data(), ref.data(), fast.size() * 4) == 0);
+    }
+  }
+  // The column-lane kernel took the finite axis-0 cases' tiles with the words (it declined
+  // caller-given words before), so the comparison above covers it.
+  CHECK(lpx::quantize_detail::column_kernel_tiles() > tiles_before);
+}
+
+TEST_CASE("random_words() draws random_bits() word for word", "[sr]") {
+  // Lengths and starts around the vector Philox's group of 4 and its chains; a start just
+  // below a multiple of 2^34 crosses the counter's high word.
+  for (const uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{4097}, (uint64_t{1} << 34) - 70}) {
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{5}, size_t{31}, size_t{257}, size_t{5000}}) {
+      INFO("first " << first << " n " << n);
+      std::vector<uint32_t> w(n);
+      lpx::random_words(0x0123456789abcdefull, 0xfeedu, first, w);
+      size_t bad = 0;
+      for (size_t i = 0; i < n; ++i) bad += w[i] != lpx::random_bits(0x0123456789abcdefull, 0xfeedu, first + i) ? 1 : 0;
+      CHECK(bad == 0);
     }
   }
 }

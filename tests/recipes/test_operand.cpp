@@ -166,6 +166,43 @@ TEST_CASE("operand: the documented keys reproduce SR and per-call Hadamard signs
   CHECK(n1.signs(GemmRole::wgrad_x, 0) == n2.signs(GemmRole::wgrad_x, 5));
 }
 
+TEST_CASE("operand: a step's repeated calls (attention's per-head products) keep the documented SR words", "[recipes]") {
+  // From a role's second call in a step, apply() hands the quantizer words it drew once
+  // (operand.hpp, cached_words); every call must still equal the documented key's result,
+  // computed here by the scalar reference from the transformed operand. The order below
+  // grows the cached words (a larger operand after smaller ones), changes step and comes
+  // back, and passes an operand above the cache's size.
+  const Recipe& r = recipe_by_name("mxfp4-sr-rht");
+  const uint64_t seed = 0xBEEF;
+  const LayerInfo attn{3, 6, LayerInfo::attention_bmm, "h3.attn.bmm"};
+  OperandQuantizer q(r, attn, seed);
+  struct Call {
+    int64_t rows, cols;
+    uint64_t step;
+    uint32_t data;
+  };
+  const Call calls[] = {{64, 64, 7, 1}, {64, 64, 7, 2}, {128, 64, 7, 3}, {64, 128, 7, 4}, {64, 64, 8, 5},
+                        {128, 128, 7, 6}, {64, 64, 7, 7}, {512, 256, 7, 8}, {512, 256, 7, 9}};
+  for (GemmRole g : {GemmRole::dgrad_dy, GemmRole::wgrad_x}) {
+    for (const Call& c : calls) {
+      INFO(role_name(g) << " " << c.rows << "x" << c.cols << " step " << c.step << " data " << c.data);
+      const auto x = random_matrix(c.rows, c.cols, c.data);
+      const CallKey sk = call_key(seed, attn, 8u + static_cast<uint32_t>(gemm_of(g)), c.step);
+      auto v = x;
+      hadamard_blocks(v.data(), c.rows, c.cols, reduction_axis(g), 64, hadamard_signs(64, sk.seed, sk.stream));
+      const CallKey rk = call_key(seed, attn, static_cast<uint32_t>(g), c.step);
+      QuantizeOptions opt;
+      opt.round = Rounding::sr;
+      opt.seed = rk.seed;
+      opt.stream = rk.stream;
+      opt.headroom_3_4 = true;
+      opt.path = QuantizePath::reference;
+      const auto want = reference_quantize(v, c.rows, c.cols, parse_block_format("mxfp4"), reduction_axis(g), opt);
+      CHECK(same_bits(run(q, g, x, c.rows, c.cols, c.step), want));
+    }
+  }
+}
+
 TEST_CASE("operand: Hadamard transforms cancel in every GEMM", "[recipes]") {
   // fp32 operands with transforms on every role, so only the transform acts.
   const std::string text = R"({"name": "rht-only", "source": "test", "roles": {

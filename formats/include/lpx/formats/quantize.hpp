@@ -163,8 +163,9 @@ struct QuantizeOptions {
   int threads = 0;  // 0: OpenMP's default; results never depend on it
   QuantizePath path = QuantizePath::fastest;  // results never depend on it either
   // Caller-given random words, as CastOptions' (docs/formats.md#caller-given-random-bits):
-  // element i (flat index in x) takes random_words[index_offset + i]. CPU only; the
-  // scalar reference runs them.
+  // element i (flat index in x) takes random_words[index_offset + i]. CPU only; the SIMD
+  // block kernels read them in place of Philox (random_words() below draws Philox's own,
+  // for a caller that quantizes several tensors under one key).
   const uint32_t* random_words = nullptr;
   uint64_t random_words_count = 0;
 };
@@ -219,6 +220,11 @@ QuantizedTensor fake_quantize_values(TensorView<const float> x, std::span<float>
 // quantize().
 TensorAmax tensor_amax(TensorView<const float> x, const BlockFormat& format,
                        const QuantizeOptions& opt = {});
+
+// out[i] = random_bits(seed, stream, first + i) (numerics/philox.hpp), drawn in vector
+// lanes: the words stochastic rounding takes under (seed, stream), for
+// QuantizeOptions::random_words.
+void random_words(uint64_t seed, uint32_t stream, uint64_t first, std::span<uint32_t> out);
 
 // The block extents of `format` for a tensor of `shape` (one per axis), and the resulting
 // scale grid shape; the same checks as quantize().

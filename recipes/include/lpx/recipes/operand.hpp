@@ -206,6 +206,23 @@ class OperandQuantizer {
   };
   std::array<CachedSigns, kGemmRoles> signs_cache_;
   const std::vector<float>& cached_signs(GemmRole role, uint64_t step);
+  // Stochastic rounding's words per role, likewise: keyed by (layer, role, step) and the
+  // element's flat index, so every (sequence, head) product of a step takes the same words
+  // for its indices. From a role's second call in a step (a layer called once a step never
+  // pays for the copy) the words of the first n indices are drawn once and handed to the
+  // quantizer (QuantizeOptions::random_words) instead of drawn per call. Operands of up to
+  // kMaxCachedWords elements only: the per-head products, not whole layers.
+  static constexpr int64_t kMaxCachedWords = int64_t{1} << 16;
+  struct CachedWords {
+    bool valid = false;
+    uint64_t step = 0;
+    int calls = 0;  // apply() calls for the role at `step`
+    std::vector<uint32_t> words;
+  };
+  std::array<CachedWords, kGemmRoles> words_cache_;
+  // The cached words for the role's n-element operand at `step` under `key`, or null when
+  // the call should draw its own (first call of the step, or a large operand).
+  const uint32_t* cached_words(GemmRole role, uint64_t step, const CallKey& key, int64_t n);
 };
 
 }  // namespace lpx
