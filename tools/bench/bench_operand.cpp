@@ -3,7 +3,8 @@
 // gpt-small's largest operands (1024 tokens x 512 features), one role of a catalogue recipe
 // at a time, beside a memcpy moving the same bytes (read + write). This is the part of a
 // training step that a recipe adds over fp32; the README's step table is the whole step.
-// hadamard/... and quantize/... time the transform and the quantizer alone.
+// hadamard/... and quantize/... time the transform and the quantizer alone; attention/...
+// one layer's per-head attention operands for a step.
 // Compare items_per_second (elements per second) within one run. The operand is large
 // enough for the casts' OpenMP regions, so set one thread (as `lpx bench --train --threads 1`
 // does): on a small machine the idle threads' spinning otherwise lands in the timings.
@@ -87,6 +88,40 @@ void Quantize(benchmark::State& state, int axis, lpx::Rounding round, bool headr
   state.SetItemsProcessed(state.iterations() * kRows * cols);
 }
 
+// One layer's attention products for one training step, as gpt-small's GPT makes them
+// (sim/src/models.cpp): for each of 16 sequences x 4 heads, S = q k^T and O = P V forward,
+// then their backward, 12 operand calls of 64 x 32, 64 x 64 or 32 x 64 with statistics,
+// through one attention_bmm layer's quantizer. Per element against Apply's 1024 x 512
+// operands, it shows what small operands cost per call; a step's repeated keys (the same
+// signs and SR words for every head) are what OperandQuantizer caches.
+void Attention(benchmark::State& state, const std::string& recipe) {
+  const std::vector<float> in = operand();
+  std::vector<float> out(64 * 64);
+  lpx::OperandQuantizer q(lpx::recipe_by_name(recipe), lpx::LayerInfo{2, 6, lpx::LayerInfo::attention_bmm, "h2.attn.bmm"},
+                          1);
+  struct Call {
+    lpx::GemmRole role;
+    int64_t rows, cols;
+  };
+  using R = lpx::GemmRole;
+  const Call calls[] = {{R::fwd_x, 64, 32},    {R::fwd_w, 64, 32},   {R::fwd_x, 64, 64},    {R::fwd_w, 32, 64},
+                        {R::dgrad_dy, 64, 32}, {R::dgrad_w, 32, 64}, {R::wgrad_dy, 64, 32}, {R::wgrad_x, 64, 64},
+                        {R::dgrad_dy, 64, 64}, {R::dgrad_w, 64, 32}, {R::wgrad_dy, 64, 64}, {R::wgrad_x, 64, 32}};
+  int64_t per_step = 0;
+  for (const Call& c : calls) per_step += 64 * c.rows * c.cols;
+  lpx::OperandStats st;
+  uint64_t step = 0;
+  for (auto _ : state) {
+    for (int64_t pair = 0; pair < 64; ++pair)
+      for (const Call& c : calls) {
+        q.apply(c.role, in.data() + pair * 4096, out.data(), c.rows, c.cols, step, &st, nullptr);
+        benchmark::DoNotOptimize(out.data());
+      }
+    ++step;
+  }
+  state.SetItemsProcessed(state.iterations() * per_step);
+}
+
 void Memcpy(benchmark::State& state) {
   const std::vector<float> in = operand();
   std::vector<float> out(in.size());
@@ -129,6 +164,9 @@ void Register() {
           Quantize(s, axis, round, headroom, cols);
         })->Unit(benchmark::kMicrosecond);
       }
+  for (const char* r : {"mxfp4-sr-rht", "quartet-like"})
+    benchmark::RegisterBenchmark((std::string("attention/") + r).c_str(), [r](benchmark::State& s) { Attention(s, r); })
+        ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("memcpy", Memcpy)->Unit(benchmark::kMicrosecond);
 }
 
