@@ -282,6 +282,11 @@ TEST_CASE("caller-given words in block quantization: the SIMD kernels read them 
   std::vector<float> x(static_cast<size_t>(rows * cols)), nan_x;
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::ldexp(static_cast<float>(lpx::random_bits(4, 9, i) % 200001) - 100000.f, -14);
+  // A block whose amax is 2^100 beside elements of 2^-40: scaled, they fall below float32's
+  // normal range, where the kernels hand the vector (or, down columns, the tile) to the
+  // scalar reference, which must take the caller's words too.
+  x[0] = 0x1p100f;
+  x[1] = x[static_cast<size_t>(cols)] = 0x1p-40f;
   nan_x = x;
   nan_x[5 * cols + 7] = std::numeric_limits<float>::quiet_NaN();
   const uint64_t offset = 3;  // words[offset + i] for element i, off the Philox group boundary
