@@ -153,8 +153,9 @@ const std::vector<float>& OperandQuantizer::cached_signs(GemmRole role, uint64_t
   return c.signs;
 }
 
-const uint32_t* OperandQuantizer::cached_words(GemmRole role, uint64_t step, const CallKey& key, int64_t n) {
-  if (n > kMaxCachedWords) return nullptr;
+std::span<const uint32_t> OperandQuantizer::cached_words(GemmRole role, uint64_t step, const CallKey& key,
+                                                         int64_t n) {
+  if (n > kMaxCachedWords) return {};
   CachedWords& c = words_cache_[static_cast<size_t>(role)];
   if (!c.valid || c.step != step) {
     c.valid = true;
@@ -162,13 +163,13 @@ const uint32_t* OperandQuantizer::cached_words(GemmRole role, uint64_t step, con
     c.calls = 0;
     c.words.clear();
   }
-  if (++c.calls < 2) return nullptr;
+  if (++c.calls < 2) return {};
   const size_t have = c.words.size(), want = static_cast<size_t>(n);
   if (have < want) {
     c.words.resize(want);
     random_words(key.seed, key.stream, have, std::span<uint32_t>(c.words).subspan(have));
   }
-  return c.words.data();
+  return c.words;
 }
 
 std::vector<float> OperandQuantizer::history_values(GemmRole role) const {
@@ -303,8 +304,9 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       // The CPU's quantizer takes a step's repeated words from the cache; a backend draws
       // its own (the CUDA kernels refuse caller-given words).
       if (is_stochastic(s.round) && !backend_) {
-        opt.random_words = cached_words(role, step, key, n);
-        opt.random_words_count = opt.random_words ? words_cache_[i_role].words.size() : 0;
+        const std::span<const uint32_t> words = cached_words(role, step, key, n);
+        opt.random_words = words.empty() ? nullptr : words.data();
+        opt.random_words_count = words.size();
       }
       opt.headroom_3_4 = s.headroom_3_4;
       opt.margin = s.margin;

@@ -220,9 +220,9 @@ class OperandQuantizer {
     std::vector<uint32_t> words;
   };
   std::array<CachedWords, kGemmRoles> words_cache_;
-  // The cached words for the role's n-element operand at `step` under `key`, or null when
-  // the call should draw its own (first call of the step, or a large operand).
-  const uint32_t* cached_words(GemmRole role, uint64_t step, const CallKey& key, int64_t n);
+  // The cached words (at least n) for the role's n-element operand at `step` under `key`,
+  // or none when the call should draw its own (first call of the step, or a large operand).
+  std::span<const uint32_t> cached_words(GemmRole role, uint64_t step, const CallKey& key, int64_t n);
 };
 
 }  // namespace lpx
