@@ -15,6 +15,7 @@
 #include "lpx/formats/cast.hpp"
 #include "lpx/numerics/hadamard.hpp"
 #include "lpx/numerics/philox.hpp"
+#include "lpx/numerics/scratch.hpp"
 #include "operand_stats.hpp"
 
 namespace lpx {
@@ -68,6 +69,15 @@ RoleSpec high_precision_spec(RoleSpec::Kind kind) {
   RoleSpec r;
   r.kind = kind;
   return r;
+}
+
+// The transformed (or, when in == out, copied) operand apply() quantizes from. It lives
+// only through one call, so one buffer per thread serves every layer's quantizer: a
+// model holds the largest operand once, not once per layer
+// (docs/architecture.md#scratch-buffers).
+ScratchBuffer<float>& transform_buffer() {
+  static thread_local ScratchBuffer<float> buffer;
+  return buffer;
 }
 
 // Small operands (attention's per-head products) are cast on the calling thread: an
@@ -242,9 +252,9 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   if (transformed) {
     const std::vector<float>& sg = cached_signs(role, step);
     // An fp32 role's result is the transform itself, written to out; a quantizer reads
-    // it from scratch_ (it may not alias out).
+    // it from the transform buffer (it may not alias out).
     float* t = out;
-    if (s.kind != RoleSpec::Kind::fp32) t = scratch_.get(count);
+    if (s.kind != RoleSpec::Kind::fp32) t = transform_buffer().get(count);
     try {
       if (backend_) {
         if (t != in) std::memcpy(t, in, count * sizeof(float));
@@ -257,7 +267,7 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
     }
     v = t;
   } else if (s.kind != RoleSpec::Kind::fp32 && in == out) {
-    float* copy = scratch_.get(count);
+    float* copy = transform_buffer().get(count);
     std::memcpy(copy, in, count * sizeof(float));
     v = copy;
   }

@@ -17,6 +17,7 @@
 #include "exact_gemm.hpp"
 #include "limited_gemm.hpp"
 #include "lpx/numerics/parallel.hpp"
+#include "lpx/numerics/scratch.hpp"
 
 namespace lpx::sim {
 
@@ -164,8 +165,20 @@ void QuantGemms::run(Trans ta, Trans tb, const float* a, const float* b, float* 
   else gemm(ta, tb, a, b, c, m, n, k, acc_, accumulate, exec_.order);
 }
 
+namespace {
+// The quantized A and B operands of the GEMM in flight, one pair per thread and not per
+// layer: a GEMM reads them only while it runs, so every layer's GEMMs can share them, and
+// a model holds the largest operand pair once instead of once per layer (a gpt-medium
+// quartet-like run peaked at 878 MB with a pair per layer, at 500 MB with this and the
+// quantizers' shared transform buffer: docs/architecture.md#scratch-buffers).
+ScratchBuffer<float>& operand_buffer(int slot) {
+  static thread_local ScratchBuffer<float> buffers[2];
+  return buffers[slot];
+}
+}  // namespace
+
 const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_t cols,
-                               uint64_t step, bool collect, ScratchBuffer<float>& buf) {
+                               uint64_t step, bool collect, int slot) {
   OperandStats s;
   AppliedOperand a;
   const float* result = in;
@@ -178,7 +191,7 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
     // nothing to compute: the GEMM multiplies the operand itself
     if (collect) q_.observe(r, in, rows, cols, &s, &a);
   } else {
-    float* q = buf.get(static_cast<size_t>(rows * cols));
+    float* q = operand_buffer(slot).get(static_cast<size_t>(rows * cols));
     q_.apply(r, in, q, rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr);
     result = q;
     if (scale_amax > 0 && h->size() > 0) {
@@ -236,8 +249,8 @@ void QuantGemms::forward(const float* x_in, const float* w, const float* bias, f
     const double r = channel_outlier_ratio(x, m, k);
     if (!(r <= probes.outlier_ratio)) probes.outlier_ratio = r;
   }
-  const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, qa_);
-  const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, qb_);
+  const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, 0);
+  const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, 1);
   // y (M,N) = xq (M,K) wq (N,K)^T
   run(Trans::n, Trans::t, xq, wq, y, m, n, k, false);
   if (bias) {
@@ -252,8 +265,8 @@ void QuantGemms::backward(const float* dy, const float* x_in, const float* w, fl
                           bool collect, bool dx_accumulate) {
   const bool injected = injection && static_cast<int64_t>(step) >= injection->from_step && injection->channel < k;
   if (dx) {
-    const float* dyq = quant(GemmRole::dgrad_dy, dy, m, n, step, collect, qa_);
-    const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, qb_);
+    const float* dyq = quant(GemmRole::dgrad_dy, dy, m, n, step, collect, 0);
+    const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, 1);
     // dx (M,K) = dyq (M,N) wq (N,K)
     if (injected && dx_accumulate) throw std::logic_error("an injected layer cannot accumulate its input gradient");
     run(Trans::n, Trans::n, dyq, wq, dx, m, k, n, dx_accumulate);
@@ -261,8 +274,8 @@ void QuantGemms::backward(const float* dy, const float* x_in, const float* w, fl
       for (int64_t i = 0; i < m; ++i) dx[i * k + injection->channel] *= injection->magnitude;
   }
   const float* x = inject(x_in, m, k, step);
-  const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, qa_);
-  const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, qb_);
+  const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, 0);
+  const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, 1);
   // dw (N,K) += dyq^T (N,M) xq (M,K)
   run(Trans::t, Trans::n, dyq, xq, dw, n, k, m, true);
   if (dbias) {

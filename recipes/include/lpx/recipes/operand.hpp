@@ -61,7 +61,6 @@
 
 #include "lpx/formats/cast.hpp"
 #include "lpx/formats/quantize.hpp"
-#include "lpx/numerics/scratch.hpp"
 #include "lpx/recipes/recipe.hpp"
 
 namespace lpx {
@@ -193,9 +192,6 @@ class OperandQuantizer {
   uint64_t seed_;
   bool high_precision_;
   std::shared_ptr<OperandBackend> backend_;
-  // The transformed (or, when in == out, copied) operand apply() quantizes from: kept
-  // between calls so that a step's operands reuse one allocation.
-  ScratchBuffer<float> scratch_;
   // The last sign vector apply() drew per role and its step: per-call signs are keyed by
   // (layer, GEMM, step), so attention's per-head products, which call apply() once per
   // (sequence, head) with the same key, draw them once a step.

@@ -34,7 +34,6 @@
 #include <vector>
 
 #include "lpx/numerics/ordered_sum.hpp"
-#include "lpx/numerics/scratch.hpp"
 #include "lpx/recipes/operand.hpp"
 #include "lpx/recipes/recipe.hpp"
 
@@ -138,15 +137,16 @@ class QuantGemms {
       operand_hook;
 
  private:
+  // The operand the GEMM multiplies: `in` itself for an identity role, else its quantized
+  // copy in this thread's operand buffer `slot` (0: the GEMM's A, 1: its B), which the
+  // next GEMM on the thread overwrites.
   const float* quant(GemmRole r, const float* in, int64_t rows, int64_t cols, uint64_t step,
-                     bool collect, ScratchBuffer<float>& buf);
+                     bool collect, int slot);
   void run(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
            int64_t k, bool accumulate);
   OperandQuantizer q_;
   Accumulation acc_;
   GemmExecution exec_;
-  // the quantized A and B operands of the GEMM in flight (X then dY share qa_)
-  ScratchBuffer<float> qa_, qb_;
   std::vector<float> injected_;
   const float* inject(const float* x, int64_t m, int64_t k, uint64_t step);
 };
