@@ -100,7 +100,7 @@ def main() -> None:
     print()
     print(f"| function | {a.recipe} samples | {a.reference} samples | extra, % of the {a.reference} run |")
     print("| --- | --- | --- | --- |")
-    extra = sorted(set(ref) | set(rec), key=lambda f: ref[f] - rec[f])
+    extra = sorted(set(ref) | set(rec), key=lambda f: (ref[f] - rec[f], f))  # ties by name: the same order every run
     for f in extra[:a.top]:
         print(f"| `{f}` | {rec[f]} | {ref[f]} | {100 * (rec[f] - ref[f]) / ref_total:.1f}% |")
 
