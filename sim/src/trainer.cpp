@@ -553,19 +553,6 @@ void Trainer::run(const std::function<void(const StepMetrics&, const std::option
 }
 
 namespace {
-TrainConfig bench_config(const std::string& model, const std::string& recipe, int steps, int threads,
-                         GemmOrder order) {
-  TrainConfig c;
-  if (model.starts_with("gpt-")) apply_gpt_preset(c.model, model);  // a GPT size (model.hpp)
-  else c.model.kind = model_kind_by_name(model);
-  if (c.model.kind == ModelKind::gpt) c.model.activation = Activation::gelu;
-  c.recipe = recipe;
-  c.steps = steps + 1;
-  c.threads = threads;
-  c.gemm = order;
-  return c;
-}
-
 double median(std::vector<double> v) { return median_interval95(std::move(v)).median; }
 
 BenchResult bench_result(const std::string& model, const Trainer& t, double seconds) {
@@ -577,6 +564,20 @@ BenchResult bench_result(const std::string& model, const Trainer& t, double seco
   return r;
 }
 }  // namespace
+
+TrainConfig bench_train_config(const std::string& model, const std::string& recipe, int steps, int threads,
+                               GemmOrder order, int64_t stats_every) {
+  TrainConfig c;
+  if (model.starts_with("gpt-")) apply_gpt_preset(c.model, model);  // a GPT size (model.hpp)
+  else c.model.kind = model_kind_by_name(model);
+  if (c.model.kind == ModelKind::gpt) c.model.activation = Activation::gelu;
+  c.recipe = recipe;
+  c.steps = steps + 1;
+  c.threads = threads;
+  c.gemm = order;
+  c.stats_every = stats_every;
+  return c;
+}
 
 MedianInterval median_interval95(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -603,8 +604,8 @@ MedianInterval median_interval95(std::vector<double> v) {
 }
 
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
-                              int threads, GemmOrder order) {
-  Trainer t(bench_config(model, recipe, steps, threads, order));
+                              int threads, GemmOrder order, int64_t stats_every) {
+  Trainer t(bench_train_config(model, recipe, steps, threads, order, stats_every));
   t.step();  // warm-up: first-touch allocations, OpenMP pool
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(t.step().step_time_s);
@@ -612,9 +613,9 @@ BenchResult bench_train_steps(const std::string& model, const std::string& recip
 }
 
 BenchPair bench_against_fp32(const std::string& model, const std::string& recipe, int steps, int threads,
-                             GemmOrder order) {
-  Trainer base(bench_config(model, "fp32", steps, threads, GemmOrder::fast));
-  Trainer run(bench_config(model, recipe, steps, threads, order));
+                             GemmOrder order, int64_t stats_every) {
+  Trainer base(bench_train_config(model, "fp32", steps, threads, GemmOrder::fast, stats_every));
+  Trainer run(bench_train_config(model, recipe, steps, threads, order, stats_every));
   base.step();  // warm-up: first-touch allocations, OpenMP pool
   run.step();
   std::vector<double> tb, tr, ratios;

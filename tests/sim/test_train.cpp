@@ -336,3 +336,31 @@ TEST_CASE("median_interval95 takes the order statistics of the binomial tables",
     CHECK(std::isnan(m.hi));
   }
 }
+
+TEST_CASE("bench_train_config: the timed trainer collects the statistics as often as bench --stats-every says") {
+  // What `lpx bench --train --stats-every N` times: with 0 no step fills a layer's
+  // statistics, with 1 every layer's forward roles hold the step's. The rest of the
+  // configuration is the bench's: the model, the recipe, one warm-up step more.
+  for (const int64_t every : {int64_t{0}, int64_t{1}}) {
+    INFO("stats_every " << every);
+    const TrainConfig c = bench_train_config("gpt-small", "mxfp8", 3, 1, GemmOrder::fast, every);
+    CHECK(c.stats_every == every);
+    CHECK(c.recipe == "mxfp8");
+    CHECK(c.steps == 4);
+    CHECK(c.model.kind == ModelKind::gpt);
+    CHECK(c.model.activation == Activation::gelu);
+    Trainer t(bench_train_config("mlp", "mxfp8", 3, 1, GemmOrder::fast, every));
+    t.step();
+    // (the first layer has no dgrad, so only the forward roles are filled in every layer)
+    int64_t filled = 0, forward_filled = 0, layers = 0;
+    for (const QuantGemms* q : t.model().gemm_layers()) {
+      ++layers;
+      for (const OperandStats& s : q->stats) filled += s.elements > 0;
+      forward_filled += q->stats[static_cast<size_t>(GemmRole::fwd_x)].elements > 0 &&
+                        q->stats[static_cast<size_t>(GemmRole::fwd_w)].elements > 0;
+    }
+    REQUIRE(layers > 0);
+    if (every == 0) CHECK(filled == 0);
+    else CHECK(forward_filled == layers);
+  }
+}

@@ -64,6 +64,7 @@ TEST_CASE("lpx bench --train --json: fp32 is the baseline, every other row a pai
     CHECK(row["model"] == "mlp");
     CHECK(row["recipe"] == std::vector<std::string>{"fp32", "bf16", "mxfp8"}[k]);
     CHECK(row["gemm"] == "fast");
+    CHECK(row["stats_every"] == 1);  // as lpx train: every timed step collects them
     REQUIRE(row["seconds_per_step"].get<double>() > 0);
     CHECK(row["samples_per_second"].get<double>() > 0);
     const double ratio = row["ratio_to_fp32"];
@@ -78,11 +79,13 @@ TEST_CASE("lpx bench --train --json: fp32 is the baseline, every other row a pai
 
 TEST_CASE("lpx bench --train: from 6 paired steps each ratio carries a 95% interval around it") {
   TempDir dir;
-  const auto r = run_lpx("bench --train --models mlp --recipes fp32,mxfp8 --steps 6 --json", dir);
+  const auto r = run_lpx("bench --train --models mlp --recipes fp32,mxfp8 --steps 6 --stats-every 50 --json", dir);
   INFO(r.err);
   REQUIRE(r.status == 0);
   const nlohmann::json rows = nlohmann::json::parse(r.out);
   REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["stats_every"] == 50);
+  CHECK(rows[1]["stats_every"] == 50);
   CHECK(rows[0]["ratio_to_fp32_ci95"].is_null());
   const auto& ci = rows[1]["ratio_to_fp32_ci95"];
   INFO(rows[1].dump());
@@ -120,7 +123,8 @@ TEST_CASE("lpx bench: numbers out of range are usage errors, never defaults") {
        {"bench --threads 100000 --size 16", "bench --threads -1 --size 16", "bench --size -1",
         "bench --size 1e3", "bench --size 0x10", "bench --size 99999999999999999999",
         "bench --size 4294967297", "bench --reps 1001", "bench --reps -3 --size 16",
-        "bench --train --steps 0", "bench --train --steps 100000"}) {
+        "bench --train --steps 0", "bench --train --steps 100000", "bench --train --stats-every -1",
+        "bench --train --stats-every 1e3", "bench --train --stats-every 1099511627777"}) {
     INFO(args);
     const auto r = run_lpx(args, dir);
     CHECK(r.status == 2);

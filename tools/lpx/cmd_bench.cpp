@@ -35,6 +35,7 @@ namespace {
 constexpr int64_t kMaxSize = int64_t{1} << 32;
 constexpr int64_t kMaxReps = 1000;
 constexpr int64_t kMaxSteps = 1000;
+constexpr int64_t kMaxEvery = int64_t{1} << 40;  // as `lpx train --stats-every`
 
 struct BenchArgs {
   size_t size = size_t{64} << 20;
@@ -45,6 +46,7 @@ struct BenchArgs {
   bool train = false;
   std::string models = "mlp,gpt", recipes, gemm = "fast";
   int steps = 7;  // the fewest paired steps whose ratio has a 95% interval
+  int64_t stats_every = 1;  // as `lpx train`: every timed step collects the statistics
   std::string filter;
 };
 
@@ -61,7 +63,10 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 // `lpx bench --train`: seconds per training step of each recipe, and its ratio to the
 // fp32 step of the same model (always in the fast GEMM order, so that --gemm exact's rows
-// show what the fixed order costs), the two timed in alternation (sim::bench_against_fp32).
+// show what the fixed order costs), the two timed in alternation (sim::bench_against_fp32),
+// both collecting the per-operand statistics every --stats-every steps. The default, 1, is
+// `lpx train`'s; a study that logs them every 50 steps (tools/sweeps/orderings.json) spends
+// its median step without them, so --stats-every 50 times the step such a study runs.
 void run_train_bench(const BenchArgs& a) {
   std::vector<std::string> recipes;
   if (a.recipes.empty()) {
@@ -93,9 +98,9 @@ void run_train_bench(const BenchArgs& a) {
       // the baseline row's ratio is 1 by definition: no interval
       double ratio = 1, lo = std::numeric_limits<double>::quiet_NaN(), hi = lo;
       if (recipe == "fp32" && order == GemmOrder::fast) {
-        r = sim::bench_train_steps(model, recipe, a.steps, a.threads);
+        r = sim::bench_train_steps(model, recipe, a.steps, a.threads, GemmOrder::fast, a.stats_every);
       } else {
-        const sim::BenchPair p = sim::bench_against_fp32(model, recipe, a.steps, a.threads, order);
+        const sim::BenchPair p = sim::bench_against_fp32(model, recipe, a.steps, a.threads, order, a.stats_every);
         r = p.run;
         ratio = p.ratio;
         lo = p.ratio_lo;
@@ -105,10 +110,11 @@ void run_train_bench(const BenchArgs& a) {
       if (a.json) {
         json += fmt::format("{}  {{\"model\": \"{}\", \"recipe\": \"{}\", \"seconds_per_step\": "
                             "{:.6g}, \"samples_per_second\": {:.6g}, \"ratio_to_fp32\": {:.4f}, "
-                            "\"ratio_to_fp32_ci95\": {}, \"gemm\": \"{}\"}}",
+                            "\"ratio_to_fp32_ci95\": {}, \"gemm\": \"{}\", \"stats_every\": {}}}",
                             json.empty() ? "" : ",\n", model, recipe, r.seconds_per_step,
                             r.samples_per_second, ratio,
-                            interval ? fmt::format("[{:.4f}, {:.4f}]", lo, hi) : std::string("null"), a.gemm);
+                            interval ? fmt::format("[{:.4f}, {:.4f}]", lo, hi) : std::string("null"), a.gemm,
+                            a.stats_every);
       } else {
         fmt::print("{:<10} {:<16} {:>12.4f} {:>12.1f} {:>10.2f} {:>14}\n", model, recipe,
                    r.seconds_per_step, r.samples_per_second, ratio,
@@ -295,6 +301,9 @@ const bool registered = register_command(60, [](CLI::App& app) {
   add_int_option(cmd, "--steps", args->steps, 1, kMaxSteps,
                  "with --train: timed steps per recipe, each paired with an fp32 step (the ratio is their "
                  "median, with a 95% interval from 6 steps on; default 7, at most 1000)");
+  add_int_option(cmd, "--stats-every", args->stats_every, 0, kMaxEvery,
+                 "with --train: per-operand statistics every N steps, as lpx train (default 1: every "
+                 "timed step; 0: never; 50: the orderings study's)");
   cmd->footer("Examples:\n  lpx bench --size 67108864 --filter 'e4m3fn|mxfp'\n  lpx bench --gpu\n  lpx bench --train --models gpt --recipes fp32,bf16,mxfp8");
   cmd->callback([args] { run_bench(*args); });
 });

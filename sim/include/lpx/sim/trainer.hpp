@@ -143,14 +143,18 @@ std::shared_ptr<const CharCorpus> cached_char_corpus(const std::string& path);
 
 // Seconds per training step (median of `steps` timed steps after one warm-up) for a model
 // ("mlp" | "gpt" at their default sizes, or a GPT preset such as "gpt-small"; gpt with
-// gelu), a recipe and a GEMM order: what `lpx bench --train` reports.
+// gelu), a recipe, a GEMM order and how often the per-operand statistics are collected
+// (TrainConfig::stats_every; 1, `lpx train`'s default, times steps that all collect them):
+// what `lpx bench --train` reports. bench_train_config is the trainer's configuration.
 struct BenchResult {
   std::string model, recipe;
   double seconds_per_step = 0;
   double samples_per_second = 0;
 };
+TrainConfig bench_train_config(const std::string& model, const std::string& recipe, int steps, int threads,
+                               GemmOrder order, int64_t stats_every);
 BenchResult bench_train_steps(const std::string& model, const std::string& recipe, int steps,
-                              int threads = 0, GemmOrder order = GemmOrder::fast);
+                              int threads = 0, GemmOrder order = GemmOrder::fast, int64_t stats_every = 1);
 
 // A median and its distribution-free 95% confidence interval: the order statistics
 // x(k) and x(n + 1 - k) of the sorted values, k the largest with P(B < k) <= 0.025 for
@@ -174,6 +178,6 @@ struct BenchPair {
   double ratio_lo = 0, ratio_hi = 0;
 };
 BenchPair bench_against_fp32(const std::string& model, const std::string& recipe, int steps, int threads = 0,
-                             GemmOrder order = GemmOrder::fast);
+                             GemmOrder order = GemmOrder::fast, int64_t stats_every = 1);
 
 }  // namespace lpx::sim
