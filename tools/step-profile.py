@@ -4,14 +4,17 @@
 per function the recipe's samples beyond the reference's, as a share of the reference's
 whole step (README "Recipe studies", step time; docs/performance.md).
 
-    tools/step-profile.py quartet-like [--preset gpt-medium] [--steps 8] [--rounds 2]
+    tools/step-profile.py quartet-like [--preset gpt-medium] [--steps 8] [--rounds 2] [--stats-every 1]
 
 Both runs train the same model for the same steps on one thread, so every function the
 recipe does not add (the fp32 GEMMs, the optimizer, start-up) should cancel; how far they
 do not is the noise, and the table prints the largest of those moves beside the shares
 (repeated runs of one recipe have moved the fp32 GEMM's samples by about 5%). Start-up
 is in both runs: a recipe's larger buffers show up as the kernel zeroing their pages on
-first touch (clear_page_erms), extra that does not grow with --steps. Needs `perf`
+first touch (clear_page_erms), extra that does not grow with --steps. --stats-every is
+`lpx train`'s: 1 (its default) profiles steps that all collect the per-operand statistics,
+0 steps like most of a study's, which collects them every 50 (tools/sweeps/orderings.json).
+Needs `perf`
 (Debian's linux-perf) and permission to sample (kernel.perf_event_paranoid <= 2).
 """
 import argparse
@@ -42,10 +45,10 @@ def fail(msg: str) -> None:
     sys.exit(f"step-profile: {msg}")
 
 
-def samples(lpx: str, recipe: str, preset: str, steps: int, work: str) -> collections.Counter:
+def samples(lpx: str, recipe: str, preset: str, steps: int, stats_every: int, work: str) -> collections.Counter:
     data = os.path.join(work, "perf.data")
     train = [lpx, "train", "--preset", preset, "--recipe", recipe, "--steps", str(steps), "--eval-every", "0",
-             "--threads", "1", "--out", os.path.join(work, "run.h5")]
+             "--stats-every", str(stats_every), "--threads", "1", "--out", os.path.join(work, "run.h5")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     rec = subprocess.run(["perf", "record", "-q", "-F", "999", "-o", data, "--"] + train, env=env,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -71,9 +74,13 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds per recipe")
     ap.add_argument("--top", type=int, default=12, help="functions listed")
+    ap.add_argument("--stats-every", type=int, default=1,
+                    help="lpx train's: statistics every N steps (default 1; 0: never)")
     a = ap.parse_args()
     if a.steps < 1 or a.rounds < 1 or a.top < 1:
         fail("--steps, --rounds and --top must be at least 1")
+    if a.stats_every < 0:
+        fail("--stats-every must be at least 0")
     if shutil.which("perf") is None:
         fail("perf is not installed (Debian: apt-get install linux-perf)")
     if not os.access(a.lpx, os.X_OK):
@@ -83,16 +90,17 @@ def main() -> None:
     ref_rounds = []
     with tempfile.TemporaryDirectory(prefix="lpx-step-profile-") as work:
         for _ in range(a.rounds):
-            r = samples(a.lpx, a.reference, a.preset, a.steps, work)
+            r = samples(a.lpx, a.reference, a.preset, a.steps, a.stats_every, work)
             ref_rounds.append(r)
             ref += r
-            rec += samples(a.lpx, a.recipe, a.preset, a.steps, work)
+            rec += samples(a.lpx, a.recipe, a.preset, a.steps, a.stats_every, work)
     ref_total, rec_total = sum(ref.values()), sum(rec.values())
     per_round = ref_total / a.rounds
     # The noise: the largest move of one function's samples between the reference's rounds.
     noise = max((max(r[f] for r in ref_rounds) - min(r[f] for r in ref_rounds) for f in ref), default=0)
 
-    print(f"{a.recipe} against {a.reference}, {a.preset}, {a.steps} steps x {a.rounds} rounds, one thread: "
+    print(f"{a.recipe} against {a.reference}, {a.preset}, {a.steps} steps x {a.rounds} rounds, one thread, "
+          f"statistics every {a.stats_every} steps: "
           f"{rec_total} samples against {ref_total} ({rec_total / ref_total:.2f}x)")
     if a.rounds > 1:
         print(f"noise: one function of {a.reference} moved by up to {100 * noise / per_round:.1f}% of its run "

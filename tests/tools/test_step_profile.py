@@ -2,7 +2,7 @@
 """tools/step-profile.py against a stand-in `perf` whose report is written here, so the
 test needs neither perf nor permission to sample: the parsing of perf's padded report
 lines, the per-function extra over the reference summed over rounds, the noise line, the
-order of the table, and one error line (exit 1) for each bad input.
+order of the table, the flags every `lpx train` gets, and one error line (exit 1) for each bad input.
 
     test_step_profile.py PATH/TO/tools/step-profile.py
 """
@@ -24,6 +24,9 @@ FAKE_PERF = textwrap.dedent("""\
     import os, sys
     args = sys.argv[1:]
     if args[0] == "record":
+        if "STEP_PROFILE_TRAIN_LOG" in os.environ:  # the lpx train command lines, one a line
+            with open(os.environ["STEP_PROFILE_TRAIN_LOG"], "a") as log:
+                log.write(" ".join(args[args.index("--") + 2:]) + "\\n")
         data = args[args.index("-o") + 1]
         recipe = args[args.index("--recipe") + 1]
         if recipe == "broken":
@@ -66,7 +69,7 @@ class StepProfile(unittest.TestCase):
 
     def run_script(self, *args, path=None):
         env = dict(os.environ, PATH=path if path is not None else self.bin + os.pathsep + os.environ["PATH"],
-                   TMPDIR=self.dir.name)
+                   TMPDIR=self.dir.name, STEP_PROFILE_TRAIN_LOG=os.path.join(self.dir.name, "train.log"))
         return subprocess.run([sys.executable, SCRIPT, *args], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
 
@@ -86,6 +89,23 @@ class StepProfile(unittest.TestCase):
             "| `AdamW::update` | 200 | 200 | 0.0% |",
         ])
 
+    def test_every_run_collects_the_statistics_as_asked(self):
+        log = os.path.join(self.dir.name, "train.log")
+        for every, rounds in (("1", None), ("50", "2"), ("0", "1")):
+            if os.path.exists(log):
+                os.remove(log)
+            args = ["nvfp4", "--lpx", self.lpx] + (["--stats-every", every] if rounds else [])
+            r = self.run_script(*args + (["--rounds", rounds] if rounds else []))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(f"statistics every {every} steps", r.stdout.splitlines()[0])
+            lines = open(log).read().splitlines()
+            # the reference and the recipe alternate, round by round, each with the same flags
+            self.assertEqual([l.split("--recipe ")[1].split()[0] for l in lines],
+                             ["fp32", "nvfp4"] * int(rounds or 2))
+            for line in lines:
+                self.assertTrue(line.startswith("train --preset gpt-medium "), line)
+                self.assertIn(f" --stats-every {every} ", line)
+
     def test_a_failed_record_is_one_line(self):
         r = self.run_script("broken", "--lpx", self.lpx, "--rounds", "1", "--reference", "broken")
         self.assertEqual(r.returncode, 1)
@@ -95,6 +115,7 @@ class StepProfile(unittest.TestCase):
     def test_bad_inputs_are_one_line_each(self):
         cases = [
             (["x", "--lpx", self.lpx, "--steps", "0"], None, "--steps, --rounds and --top must be at least 1"),
+            (["x", "--lpx", self.lpx, "--stats-every", "-1"], None, "--stats-every must be at least 0"),
             (["x", "--lpx", os.path.join(self.dir.name, "missing")], None, "is not an executable"),
             (["x", "--lpx", self.lpx], self.dir.name, "perf is not installed"),
         ]
