@@ -99,8 +99,8 @@ def main() -> None:
     # The noise: the largest move of one function's samples between the reference's rounds.
     noise = max((max(r[f] for r in ref_rounds) - min(r[f] for r in ref_rounds) for f in ref), default=0)
 
-    print(f"{a.recipe} against {a.reference}, {a.preset}, {a.steps} steps x {a.rounds} rounds, one thread, "
-          f"statistics every {a.stats_every} steps: "
+    stats = {0: "no statistics", 1: "statistics every step"}.get(a.stats_every, f"statistics every {a.stats_every} steps")
+    print(f"{a.recipe} against {a.reference}, {a.preset}, {a.steps} steps x {a.rounds} rounds, one thread, {stats}: "
           f"{rec_total} samples against {ref_total} ({rec_total / ref_total:.2f}x)")
     if a.rounds > 1:
         print(f"noise: one function of {a.reference} moved by up to {100 * noise / per_round:.1f}% of its run "

@@ -91,13 +91,14 @@ class StepProfile(unittest.TestCase):
 
     def test_every_run_collects_the_statistics_as_asked(self):
         log = os.path.join(self.dir.name, "train.log")
-        for every, rounds in (("1", None), ("50", "2"), ("0", "1")):
+        for every, rounds, said in (("1", None, "statistics every step"), ("50", "2", "statistics every 50 steps"),
+                                    ("0", "1", "no statistics")):
             if os.path.exists(log):
                 os.remove(log)
             args = ["nvfp4", "--lpx", self.lpx] + (["--stats-every", every] if rounds else [])
             r = self.run_script(*args + (["--rounds", rounds] if rounds else []))
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.assertIn(f"statistics every {every} steps", r.stdout.splitlines()[0])
+            self.assertIn(f"one thread, {said}: ", r.stdout.splitlines()[0])
             lines = open(log).read().splitlines()
             # the reference and the recipe alternate, round by round, each with the same flags
             self.assertEqual([l.split("--recipe ")[1].split()[0] for l in lines],
