@@ -99,6 +99,14 @@ TEST_CASE("lpx bench --train: from 6 paired steps each ratio carries a 95% inter
   const auto t = run_lpx("bench --train --models mlp --recipes mxfp8 --steps 6", dir);
   REQUIRE(t.status == 0);
   CHECK(t.out.find("95% interval") != std::string::npos);
+  // and above the table, which steps it times
+  CHECK(t.out.starts_with("steps with per-operand statistics every step (--stats-every 1)\n"));
+  const auto every50 = run_lpx("bench --train --models mlp --recipes fp32 --steps 1 --stats-every 50", dir);
+  REQUIRE(every50.status == 0);
+  CHECK(every50.out.starts_with("steps with per-operand statistics every 50 steps (--stats-every)\n"));
+  const auto never = run_lpx("bench --train --models mlp --recipes fp32 --steps 1 --stats-every 0", dir);
+  REQUIRE(never.status == 0);
+  CHECK(never.out.starts_with("steps without per-operand statistics (--stats-every 0)\n"));
 }
 
 TEST_CASE("lpx bench: bad arguments exit non-zero with one stderr line") {
