@@ -560,6 +560,7 @@ BenchResult bench_result(const std::string& model, const Trainer& t, double seco
   r.model = model;
   r.recipe = t.recipe().name;
   r.seconds_per_step = seconds;
+  r.stats_every = t.config().stats_every;
   r.samples_per_second = seconds > 0 ? static_cast<double>(t.samples_per_step()) / seconds : 0;
   return r;
 }

@@ -84,6 +84,7 @@ TEST_CASE("lpx bench --train: from 6 paired steps each ratio carries a 95% inter
   REQUIRE(r.status == 0);
   const nlohmann::json rows = nlohmann::json::parse(r.out);
   REQUIRE(rows.size() == 2);
+  // the timed trainers' own setting, so a flag that did not reach them reads 1 here
   CHECK(rows[0]["stats_every"] == 50);
   CHECK(rows[1]["stats_every"] == 50);
   CHECK(rows[0]["ratio_to_fp32_ci95"].is_null());

@@ -119,7 +119,7 @@ void run_train_bench(const BenchArgs& a) {
                             json.empty() ? "" : ",\n", model, recipe, r.seconds_per_step,
                             r.samples_per_second, ratio,
                             interval ? fmt::format("[{:.4f}, {:.4f}]", lo, hi) : std::string("null"), a.gemm,
-                            a.stats_every);
+                            r.stats_every);
       } else {
         fmt::print("{:<10} {:<16} {:>12.4f} {:>12.1f} {:>10.2f} {:>14}\n", model, recipe,
                    r.seconds_per_step, r.samples_per_second, ratio,

@@ -150,6 +150,7 @@ struct BenchResult {
   std::string model, recipe;
   double seconds_per_step = 0;
   double samples_per_second = 0;
+  int64_t stats_every = 1;  // the timed trainer's own TrainConfig::stats_every
 };
 TrainConfig bench_train_config(const std::string& model, const std::string& recipe, int steps, int threads,
                                GemmOrder order, int64_t stats_every);
