@@ -57,7 +57,8 @@ constexpr int64_t kChunk = 4096;  // elements per OpenMP work item
 
 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void forward_kernel(
     float* __restrict out, const float* __restrict inp, int64_t n) {
-  // omp simd: sim compiles with -O2, whose cost model alone leaves the loop scalar
+  // omp simd: the loop calls an inlined exp; the pragma vectorizes it whatever the
+  // optimization level's cost model decides
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) out[i] = inp[i] * gate(inp[i]);
 }
