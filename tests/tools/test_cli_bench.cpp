@@ -104,7 +104,7 @@ TEST_CASE("lpx bench --train: from 6 paired steps each ratio carries a 95% inter
   CHECK(t.out.starts_with("steps with per-operand statistics every step (--stats-every 1)\n"));
   const auto every50 = run_lpx("bench --train --models mlp --recipes fp32 --steps 1 --stats-every 50", dir);
   REQUIRE(every50.status == 0);
-  CHECK(every50.out.starts_with("steps with per-operand statistics every 50 steps (--stats-every)\n"));
+  CHECK(every50.out.starts_with("steps with per-operand statistics every 50 steps (--stats-every 50)\n"));
   const auto never = run_lpx("bench --train --models mlp --recipes fp32 --steps 1 --stats-every 0", dir);
   REQUIRE(never.status == 0);
   CHECK(never.out.starts_with("steps without per-operand statistics (--stats-every 0)\n"));

@@ -89,7 +89,7 @@ void run_train_bench(const BenchArgs& a) {
     // which steps the table times: those of `lpx train` by default, or those of a study
     if (a.stats_every == 0) fmt::print("steps without per-operand statistics (--stats-every 0)\n");
     else if (a.stats_every == 1) fmt::print("steps with per-operand statistics every step (--stats-every 1)\n");
-    else fmt::print("steps with per-operand statistics every {} steps (--stats-every)\n", a.stats_every);
+    else fmt::print("steps with per-operand statistics every {0} steps (--stats-every {0})\n", a.stats_every);
     fmt::print("{:<10} {:<16} {:>12} {:>12} {:>10} {:>14}\n", "model", "recipe", "s/step", "samples/s",
                "x fp32", "95% interval");
   }
