@@ -10,6 +10,8 @@ import statistics
 import sys
 import time
 
+from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
+
 
 def once(argv):
     t0 = time.perf_counter()
@@ -29,7 +31,7 @@ def once(argv):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args()

@@ -3,12 +3,13 @@
 tensor of --bytes bytes, the same size lpx's GPU benchmarks use, and prints GB/s (bytes
 read + written) beside a device-to-device copy measured in the same run. Skips (exit 0)
 when torch, its float8 dtypes or a CUDA device are missing."""
-import argparse
 import sys
+
+from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = OneLineParser(description=__doc__)
     ap.add_argument("--bytes", type=int, default=1 << 30, help="float32 input bytes (default 1 GiB)")
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()

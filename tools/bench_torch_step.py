@@ -9,13 +9,14 @@ bias; batch 16; the vocabulary of Debian's fortunes as lpx reads it. A step is w
 times: zero the gradients, forward, cross-entropy, backward, clip the gradient norm at 1,
 AdamW. Both sides run with the same thread count, alternately, and each side's median
 over its rounds is kept. Exits 0 with one line when torch is missing."""
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
+
+from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
 
 PRESETS = {"gpt-tiny": (2, 64, 4, 64), "gpt-small": (6, 128, 4, 64), "gpt-medium": (8, 192, 6, 128)}
 FORTUNES = "/usr/share/games/fortunes"
@@ -104,7 +105,7 @@ def lpx_step_seconds(lpx: str, preset: str, steps: int, threads: int) -> float:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = OneLineParser(description=__doc__)
     ap.add_argument("--lpx", default="build/tools/lpx")
     ap.add_argument("--preset", default="gpt-small", choices=sorted(PRESETS))
     ap.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median)")

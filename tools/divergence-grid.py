@@ -16,7 +16,6 @@ no search has read.
 Usage: tools/divergence-grid.py --mlp DIR[,DIR...] --gpt DIR[,DIR...] [--lpx build/tools/lpx]
 Prints the defaults' pooled counts, the number of settings that meet the constraints and
 the best 10 in the rule's order; --json FILE writes every setting's counts."""
-import argparse
 import concurrent.futures
 import itertools
 import json
@@ -25,6 +24,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
 
 DEFAULTS = {"ramp_rise_from": 22, "ramp_rise_patience": 1, "ramp_rise_factor": 1.3,
             "fixed_batch_rise_factor": 1.75}
@@ -68,7 +69,7 @@ def pooled(lpx, folders, thresholds, tmp):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mlp", required=True, help="comma-separated sweep folders of the MLP corpus")
     ap.add_argument("--gpt", required=True, help="comma-separated sweep folders of the GPT corpus")
     ap.add_argument("--lpx", default="build/tools/lpx")

@@ -17,12 +17,13 @@ d_s = (L_a,s - L_b,s) / R_s, and its Student t interval:
   - "a closes most of b's gap" holds when the interval of gap_b - 2 gap_a lies above 0
     (gap_a < gap_b / 2), does not hold when it lies below 0.
 Usage: tools/orderings.py [--lpx build/tools/lpx] [--out /tmp/orderings] [--jobs 2]"""
-import argparse
 import json
 import math
 import os
 import subprocess
 import sys
+
+from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
 
 # Student's t, two-sided 95%, for 1..10 degrees of freedom (3 to 11 seeds); beyond: 1.96 + 2.4/df
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
@@ -48,7 +49,7 @@ def pct(m, lo, hi):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lpx", default="build/tools/lpx")
     ap.add_argument("--out", default="/tmp/orderings")
     ap.add_argument("--jobs", type=int, default=2)

@@ -17,7 +17,6 @@ first touch (clear_page_erms), extra that does not grow with --steps. --stats-ev
 Needs `perf`
 (Debian's linux-perf) and permission to sample (kernel.perf_event_paranoid <= 2).
 """
-import argparse
 import collections
 import os
 import re
@@ -25,6 +24,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
 
 # "  12.34%   567  [.] symbol   -   -": perf pads the symbol to the longest one of the report
 # and adds two columns that stay "-" without call graphs; [k] is kernel time (page faults).
@@ -66,7 +67,7 @@ def samples(lpx: str, recipe: str, preset: str, steps: int, stats_every: int, wo
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = OneLineParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("recipe", help="catalogue name or recipe file")
     ap.add_argument("--reference", default="fp32")
     ap.add_argument("--lpx", default="build/tools/lpx")
@@ -77,10 +78,11 @@ def main() -> None:
     ap.add_argument("--stats-every", type=int, default=1,
                     help="lpx train's: statistics every N steps (default 1; 0: never)")
     a = ap.parse_args()
+    # out of range is a usage error (exit 2), as a flag argparse refuses (docs/input-policy.md)
     if a.steps < 1 or a.rounds < 1 or a.top < 1:
-        fail("--steps, --rounds and --top must be at least 1")
+        ap.error("--steps, --rounds and --top must be at least 1")
     if a.stats_every < 0:
-        fail("--stats-every must be at least 0")
+        ap.error("--stats-every must be at least 0")
     if shutil.which("perf") is None:
         fail("perf is not installed (Debian: apt-get install linux-perf)")
     if not os.access(a.lpx, os.X_OK):

@@ -114,15 +114,21 @@ class StepProfile(unittest.TestCase):
                          "step-profile: perf record of lpx train --recipe broken exited with 2: lpx: the last line")
 
     def test_bad_inputs_are_one_line_each(self):
+        # usage errors (a flag out of range or not a number, a missing argument) exit 2,
+        # an environment that cannot run the profile exits 1
         cases = [
-            (["x", "--lpx", self.lpx, "--steps", "0"], None, "--steps, --rounds and --top must be at least 1"),
-            (["x", "--lpx", self.lpx, "--stats-every", "-1"], None, "--stats-every must be at least 0"),
-            (["x", "--lpx", os.path.join(self.dir.name, "missing")], None, "is not an executable"),
-            (["x", "--lpx", self.lpx], self.dir.name, "perf is not installed"),
+            (["x", "--lpx", self.lpx, "--steps", "0"], None, 2, "--steps, --rounds and --top must be at least 1"),
+            (["x", "--lpx", self.lpx, "--stats-every", "-1"], None, 2, "--stats-every must be at least 0"),
+            (["x", "--lpx", self.lpx, "--stats-every", "abc"], None, 2, "invalid int value: 'abc'"),
+            (["x", "--lpx", self.lpx, "--steps", "1.5"], None, 2, "invalid int value: '1.5'"),
+            (["--lpx", self.lpx], None, 2, "the following arguments are required: recipe"),
+            (["x", "--lpx", self.lpx, "--no-such-flag"], None, 2, "unrecognized arguments: --no-such-flag"),
+            (["x", "--lpx", os.path.join(self.dir.name, "missing")], None, 1, "is not an executable"),
+            (["x", "--lpx", self.lpx], self.dir.name, 1, "perf is not installed"),
         ]
-        for args, path, text in cases:
+        for args, path, status, text in cases:
             r = self.run_script(*args, path=path)
-            self.assertEqual(r.returncode, 1, args)
+            self.assertEqual(r.returncode, status, args)
             self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
             self.assertTrue(r.stderr.startswith("step-profile: "), r.stderr)
             self.assertIn(text, r.stderr)
