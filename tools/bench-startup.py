@@ -10,7 +10,7 @@ import statistics
 import sys
 import time
 
-from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
+from one_line_args import OneLineParser, whole_number  # tools/one_line_args.py: bad flags in one line
 
 
 def once(argv):
@@ -32,11 +32,11 @@ def once(argv):
 
 def main():
     p = OneLineParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--runs", type=whole_number(1, 1000), default=7)
     p.add_argument("command", nargs=argparse.REMAINDER)
     a = p.parse_args()
-    if not a.command or a.runs < 1:
-        p.error("give a command and --runs >= 1")
+    if not a.command:
+        p.error("give a command to time")
     once(a.command)
     runs = [once(a.command) for _ in range(a.runs)]
     ms = [t * 1e3 for t, _ in runs]

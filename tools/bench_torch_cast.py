@@ -5,13 +5,14 @@ read + written) beside a device-to-device copy measured in the same run. Skips (
 when torch, its float8 dtypes or a CUDA device are missing."""
 import sys
 
-from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
+from one_line_args import OneLineParser, whole_number  # tools/one_line_args.py: bad flags in one line
 
 
 def main() -> int:
     ap = OneLineParser(description=__doc__)
-    ap.add_argument("--bytes", type=int, default=1 << 30, help="float32 input bytes (default 1 GiB)")
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--bytes", type=whole_number(4, 1 << 40), default=1 << 30,
+                    help="float32 input bytes (default 1 GiB)")
+    ap.add_argument("--reps", type=whole_number(1, 1000), default=5)
     args = ap.parse_args()
     try:
         import torch

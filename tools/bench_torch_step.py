@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
+from one_line_args import OneLineParser, whole_number  # tools/one_line_args.py: bad flags in one line
 
 PRESETS = {"gpt-tiny": (2, 64, 4, 64), "gpt-small": (6, 128, 4, 64), "gpt-medium": (8, 192, 6, 128)}
 FORTUNES = "/usr/share/games/fortunes"
@@ -108,9 +108,9 @@ def main() -> int:
     ap = OneLineParser(description=__doc__)
     ap.add_argument("--lpx", default="build/tools/lpx")
     ap.add_argument("--preset", default="gpt-small", choices=sorted(PRESETS))
-    ap.add_argument("--steps", type=int, default=7, help="timed steps per measurement (median)")
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds per side")
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--steps", type=whole_number(1, 10000), default=7, help="timed steps per measurement (median)")
+    ap.add_argument("--rounds", type=whole_number(1, 100), default=2, help="alternating rounds per side")
+    ap.add_argument("--threads", type=whole_number(1, 1024), default=min(os.cpu_count() or 1, 1024))
     args = ap.parse_args()
     try:
         import torch  # noqa: F401
@@ -119,7 +119,16 @@ def main() -> int:
         return 0
     lp, tp = [], []
     for _ in range(args.rounds):
-        lp.append(lpx_step_seconds(args.lpx, args.preset, args.steps, args.threads))
+        try:
+            lp.append(lpx_step_seconds(args.lpx, args.preset, args.steps, args.threads))
+        except OSError as e:
+            print(f"bench_torch_step: cannot run {args.lpx}: {e.strerror} (build lpx first, or pass --lpx)",
+                  file=sys.stderr)
+            return 1
+        except subprocess.CalledProcessError as e:
+            last = (e.stderr.strip().splitlines() or ["(no output)"])[-1]
+            print(f"bench_torch_step: lpx bench exited with {e.returncode}: {last}", file=sys.stderr)
+            return 1
         tp.append(torch_step_seconds(args.preset, args.steps, args.threads))
     l, t = statistics.median(lp), statistics.median(tp)
     print(f"{args.preset}, fp32, {args.threads} thread(s): lpx {l * 1e3:.1f} ms/step, "

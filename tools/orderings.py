@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 
-from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
+from one_line_args import OneLineParser, whole_number  # tools/one_line_args.py: bad flags in one line
 
 # Student's t, two-sided 95%, for 1..10 degrees of freedom (3 to 11 seeds); beyond: 1.96 + 2.4/df
 T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228]
@@ -52,7 +52,7 @@ def main():
     ap = OneLineParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lpx", default="build/tools/lpx")
     ap.add_argument("--out", default="/tmp/orderings")
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", type=whole_number(1, 1024), default=2)
     a = ap.parse_args()
     spec = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sweeps", "orderings.json")
     # a complete folder is left as it is; anything else is (re)run, resuming finished runs
