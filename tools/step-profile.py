@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from one_line_args import OneLineParser  # tools/one_line_args.py: bad flags in one line
+from one_line_args import OneLineParser, whole_number  # tools/one_line_args.py: bad flags in one line
 
 # "  12.34%   567  [.] symbol   -   -": perf pads the symbol to the longest one of the report
 # and adds two columns that stay "-" without call graphs; [k] is kernel time (page faults).
@@ -72,17 +72,12 @@ def main() -> None:
     ap.add_argument("--reference", default="fp32")
     ap.add_argument("--lpx", default="build/tools/lpx")
     ap.add_argument("--preset", default="gpt-medium")
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds per recipe")
-    ap.add_argument("--top", type=int, default=12, help="functions listed")
-    ap.add_argument("--stats-every", type=int, default=1,
+    ap.add_argument("--steps", type=whole_number(1, 10000), default=8)
+    ap.add_argument("--rounds", type=whole_number(1, 100), default=2, help="alternating rounds per recipe")
+    ap.add_argument("--top", type=whole_number(1, 10000), default=12, help="functions listed")
+    ap.add_argument("--stats-every", type=whole_number(0, 1 << 40), default=1,
                     help="lpx train's: statistics every N steps (default 1; 0: never)")
     a = ap.parse_args()
-    # out of range is a usage error (exit 2), as a flag argparse refuses (docs/input-policy.md)
-    if a.steps < 1 or a.rounds < 1 or a.top < 1:
-        ap.error("--steps, --rounds and --top must be at least 1")
-    if a.stats_every < 0:
-        ap.error("--stats-every must be at least 0")
     if shutil.which("perf") is None:
         fail("perf is not installed (Debian: apt-get install linux-perf)")
     if not os.access(a.lpx, os.X_OK):

@@ -32,7 +32,7 @@ class ScriptFlags(unittest.TestCase):
             ("bench-startup.py", [], "give a command to time"),
             ("orderings.py", ["--jobs", "0"], "argument --jobs: 0 is outside [1, 1024]"),
             ("divergence-grid.py", ["--mlp", "a"], "the following arguments are required: --gpt"),
-            ("step-profile.py", ["x", "--top", "many"], "argument --top: invalid int value: 'many'"),
+            ("step-profile.py", ["x", "--top", "many"], "argument --top: 'many' is not a whole number"),
             ("orderings.py", ["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         ]
         for script, args, text in cases:

@@ -117,10 +117,10 @@ class StepProfile(unittest.TestCase):
         # usage errors (a flag out of range or not a number, a missing argument) exit 2,
         # an environment that cannot run the profile exits 1
         cases = [
-            (["x", "--lpx", self.lpx, "--steps", "0"], None, 2, "--steps, --rounds and --top must be at least 1"),
-            (["x", "--lpx", self.lpx, "--stats-every", "-1"], None, 2, "--stats-every must be at least 0"),
-            (["x", "--lpx", self.lpx, "--stats-every", "abc"], None, 2, "invalid int value: 'abc'"),
-            (["x", "--lpx", self.lpx, "--steps", "1.5"], None, 2, "invalid int value: '1.5'"),
+            (["x", "--lpx", self.lpx, "--steps", "0"], None, 2, "argument --steps: 0 is outside [1, 10000]"),
+            (["x", "--lpx", self.lpx, "--stats-every", "-1"], None, 2, "argument --stats-every: -1 is outside [0, 1099511627776]"),
+            (["x", "--lpx", self.lpx, "--stats-every", "abc"], None, 2, "argument --stats-every: 'abc' is not a whole number"),
+            (["x", "--lpx", self.lpx, "--steps", "1.5"], None, 2, "argument --steps: '1.5' is not a whole number"),
             (["--lpx", self.lpx], None, 2, "the following arguments are required: recipe"),
             (["x", "--lpx", self.lpx, "--no-such-flag"], None, 2, "unrecognized arguments: --no-such-flag"),
             (["x", "--lpx", os.path.join(self.dir.name, "missing")], None, 1, "is not an executable"),
