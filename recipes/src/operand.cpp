@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "lpx/formats/block_scale.hpp"
 #include "lpx/formats/cast.hpp"
+#include "lpx/formats/codec.hpp"
 #include "lpx/numerics/hadamard.hpp"
 #include "lpx/numerics/philox.hpp"
 #include "lpx/numerics/scratch.hpp"
@@ -219,8 +221,54 @@ void OperandQuantizer::observe(GemmRole role, const float* in, int64_t rows, int
   }
 }
 
+namespace {
+// UnscaledOperand's elements and run scales from q, an operand quantized with its codes.
+void fill_unscaled(const QuantizedTensor& q, int64_t rows, int64_t cols, int axis, UnscaledOperand& u) {
+  const BlockFormat& f = q.format;
+  if (f.two_level() || q.headroom_3_4)
+    throw std::invalid_argument(fmt::format("'{}'{} has no single scale per block to apply at promotion", f.spec(),
+                                            q.headroom_3_4 ? " with the 3/4 headroom" : ""));
+  // One block's extent along each axis (a longer extent than the axis is one ragged block).
+  const BlockShape& b = f.block;
+  int64_t ext[2] = {1, 1};
+  switch (b.kind) {
+    case BlockShape::Kind::vector: ext[b.axis] = b.length; break;
+    case BlockShape::Kind::tile: ext[0] = b.rows; ext[1] = b.cols; break;
+    case BlockShape::Kind::channel: ext[b.axis] = b.axis == 1 ? cols : rows; break;
+    case BlockShape::Kind::tensor: ext[0] = rows; ext[1] = cols; break;
+  }
+  ext[0] = std::max<int64_t>(ext[0], 1);
+  ext[1] = std::max<int64_t>(ext[1], 1);
+  const int64_t extent = axis == 1 ? cols : rows, along = ext[axis];
+  if (along % u.every != 0 && along < extent)
+    throw std::invalid_argument(fmt::format("'{}' has blocks of {} along the reduction axis, not one scale per {} "
+                                            "elements",
+                                            f.spec(), along, u.every));
+  // Element values: one table of the element format's 2^bits decoded codes.
+  const uint32_t ncodes = uint32_t{1} << f.element.bits;
+  float table[256];
+  for (uint32_t c = 0; c < ncodes; ++c) table[c] = decode(c, f.element);
+  const size_t n = q.codes.size();
+  for (size_t i = 0; i < n; ++i) u.elements[i] = table[q.codes[i]];
+  // The scale of each line over each run of `every` elements along the reduction axis.
+  const int64_t grid_cols = q.scale_shape.size() == 2 ? q.scale_shape[1] : 1;
+  u.lines = axis == 1 ? rows : cols;
+  u.runs = (extent + u.every - 1) / u.every;
+  u.scales.resize(static_cast<size_t>(u.lines * u.runs));
+  for (int64_t l = 0; l < u.lines; ++l)
+    for (int64_t r = 0; r < u.runs; ++r) {
+      const int64_t row = axis == 1 ? l : r * u.every, col = axis == 1 ? r * u.every : l;
+      const size_t blk = static_cast<size_t>((row / ext[0]) * grid_cols + col / ext[1]);
+      u.scales[static_cast<size_t>(l * u.runs + r)] =
+          f.scale_is_code() ? block_scaling::decode_scale(f.scale, q.scale_codes[blk], 0.0f) : q.scale_values[blk];
+    }
+  u.scaled = true;
+}
+}  // namespace
+
 void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
-                             uint64_t step, OperandStats* stats, AppliedOperand* applied) {
+                             uint64_t step, OperandStats* stats, AppliedOperand* applied,
+                             UnscaledOperand* unscaled) {
   if (rows < 0 || cols < 0)
     throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): negative shape {}x{}",
                                             role_name(role), rows, cols));
@@ -229,6 +277,12 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
   const int64_t n = rows * cols;
   const size_t count = static_cast<size_t>(n);
   const int axis = reduction_axis(role);
+  if (unscaled) {
+    unscaled->scaled = false;
+    if (unscaled->every < 1 || !unscaled->elements)
+      throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): an UnscaledOperand needs its elements "
+                                              "buffer and every >= 1", role_name(role)));
+  }
 
   // 1. The quantizer's input v: the operand, transformed when the role says so. v must not
   //    alias out when a quantizer follows (quantize/cast do not promise in == out).
@@ -324,8 +378,19 @@ void OperandQuantizer::apply(GemmRole role, const float* in, float* out, int64_t
       opt.history = history ? &*history : nullptr;
       const int64_t shape[2] = {rows, cols};
       const TensorView<const float> view{std::span<const float>(v, count), std::span<const int64_t>(shape, 2)};
-      const QuantizedTensor q = backend_ ? backend_->fake_quantize(view, std::span<float>(out, count), f, opt)
-                                         : fake_quantize_values(view, std::span<float>(out, count), f, opt);
+      // With unscaled the codes are wanted too: fake_quantize writes them beside out, on
+      // the CPU (a backend returns no codes).
+      if (unscaled && backend_) backend_->count_cpu_fallback();
+      const QuantizedTensor q = unscaled   ? fake_quantize(view, std::span<float>(out, count), f, opt)
+                                : backend_ ? backend_->fake_quantize(view, std::span<float>(out, count), f, opt)
+                                           : fake_quantize_values(view, std::span<float>(out, count), f, opt);
+      if (unscaled) {
+        try {
+          fill_unscaled(q, rows, cols, axis, *unscaled);
+        } catch (const std::invalid_argument& e) {
+          throw std::invalid_argument(fmt::format("OperandQuantizer::apply({}): {}", role_name(role), e.what()));
+        }
+      }
       if (applied) describe_block(f, rows, cols, s, applied);
       if (history) {
         history->push(q.amax);

@@ -330,6 +330,42 @@ std::string RoleSpec::format_name() const {
   return block.spec();
 }
 
+namespace {
+// Scales at promotion multiply one scale per operand into each partial sum, so every
+// block-quantized role needs one plain scale per promote_every products along its
+// reduction axis: its blocks span a multiple of promote_every there (or the whole axis),
+// its scale is one number (not NVFP4's two levels), and no 3/4 headroom divides the
+// dequantized value (docs/recipes.md#scales-at-promotion).
+void check_scales_at_promotion(const Parser& p, const Recipe& r) {
+  const int every = r.accumulation.promote_every;
+  if (r.accumulation.mantissa_bits > 22)
+    p.fail("accumulation.mantissa_bits", "23 is not allowed with \"scales\": \"at_promotion\"; allowed: 1..22");
+  for (size_t i = 0; i < kRoleNames.size(); ++i) {
+    const RoleSpec& s = r.roles[i];
+    if (s.kind != RoleSpec::Kind::block) continue;
+    const std::string path = fmt::format("roles.{}", kRoleNames[i]);
+    const BlockShape& b = s.block.block;
+    const int axis = reduction_axis(static_cast<GemmRole>(i));
+    int64_t extent = 0;  // 0: the whole axis
+    if (b.kind == BlockShape::Kind::vector) extent = b.length;
+    else if (b.kind == BlockShape::Kind::tile) extent = axis == 1 ? b.cols : b.rows;
+    if (extent % every != 0)
+      p.fail(path + ".format",
+             fmt::format("'{}' has blocks of {} along the reduction axis, which accumulation.scales "
+                         "\"at_promotion\" cannot scale per {} products; allowed: blocks of a multiple of "
+                         "promote_every ({}) along it, or \"scales\": \"operands\"",
+                         s.format_name(), extent, every, every));
+    if (s.block.two_level())
+      p.fail(path + ".format", fmt::format("'{}' has two-level scales; accumulation.scales \"at_promotion\" "
+                                           "allows one scale per block (e8m0, pow2, fp32)",
+                                           s.format_name()));
+    if (s.headroom_3_4)
+      p.fail(path + ".headroom_3_4",
+             "true is not allowed with accumulation.scales \"at_promotion\" (the 4/3 is no block scale)");
+  }
+}
+}  // namespace
+
 Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
   const Parser p(origin);
   const json j = io::parse_json(text, origin);  // size, depth and duplicate-key limits
@@ -423,12 +459,13 @@ Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
   if (j.contains("accumulation")) {
     const json& a = j["accumulation"];
     constexpr const char* kAllowed =
-        "allowed: \"fp32\" or {\"mantissa_bits\": 1..23, \"promote_every\": integer >= 1}";
+        "allowed: \"fp32\" or {\"mantissa_bits\": 1..23, \"promote_every\": integer >= 1, "
+        "\"scales\": \"operands\" | \"at_promotion\"}";
     if (a.is_string()) {
       if (a.get<std::string>() != "fp32")
         p.fail("accumulation", fmt::format("'{}' is not allowed; {}", a.get<std::string>(), kAllowed));
     } else if (a.is_object()) {
-      p.check_keys(a, "accumulation", {"mantissa_bits", "promote_every"});
+      p.check_keys(a, "accumulation", {"mantissa_bits", "promote_every", "scales"});
       if (!a.contains("mantissa_bits")) p.fail("accumulation.mantissa_bits", "missing (required); allowed: 1..23");
       if (!a.contains("promote_every"))
         p.fail("accumulation.promote_every", "missing (required); allowed: an integer >= 1");
@@ -437,6 +474,11 @@ Recipe Recipe::from_json(const std::string& text, const std::string& origin) {
           static_cast<int>(p.integer(a["mantissa_bits"], "accumulation.mantissa_bits", 1, 23));
       r.accumulation.promote_every =
           static_cast<int>(p.integer(a["promote_every"], "accumulation.promote_every", 1, INT32_MAX));
+      if (a.contains("scales")) {
+        r.accumulation.scales_at_promotion =
+            p.choice(a["scales"], "accumulation.scales", {"operands", "at_promotion"}) == 1;
+        if (r.accumulation.scales_at_promotion) check_scales_at_promotion(p, r);
+      }
     } else {
       p.fail("accumulation", fmt::format("expected a string or an object, got {}; {}", a.type_name(), kAllowed));
     }
@@ -471,6 +513,7 @@ std::string Recipe::to_json() const {
     ordered_json a;
     a["mantissa_bits"] = accumulation.mantissa_bits;
     a["promote_every"] = accumulation.promote_every;
+    if (accumulation.scales_at_promotion) a["scales"] = "at_promotion";
     j["accumulation"] = a;
   } else {
     j["accumulation"] = "fp32";

@@ -216,6 +216,8 @@ class DeviceOperandBackend final : public OperandBackend, public GemmBackend {
     K::to_host(out.data(), d + count, count * sizeof(float));
   }
 
+  void count_cpu_fallback() override { ++g_fallbacks; }
+
  private:
   static constexpr size_t kGrain = size_t{1} << 20;  // grow in whole MiB
 

@@ -156,12 +156,51 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   });
 }
 
+void gemm_scaled(Trans ta, Trans tb, const float* a, const float* a_scales, const float* b, const float* b_scales,
+                 float* c, int64_t m, int64_t n, int64_t k, const Accumulation& acc, bool accumulate) {
+  if (!acc.limited || acc.mantissa_bits < 1 || acc.mantissa_bits > 22 || acc.promote_every < 1)
+    throw std::invalid_argument(fmt::format(
+        "gemm_scaled: scales at promotion need a limited accumulator with 1..22 mantissa bits and promote_every "
+        ">= 1, not {}{} mantissa bits promoted every {}",
+        acc.limited ? "" : "fp32, ", acc.mantissa_bits, acc.promote_every));
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    if (!accumulate) std::fill(c, c + m * n, 0.0f);
+    return;
+  }
+  const int64_t every = acc.promote_every, runs = (k + every - 1) / every;
+  const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
+  // op(B) as a (K, N) row-major array, and its scales as (runs, N), as the loop reads them
+  std::vector<float> bt;
+  const float* bk = b;
+  if (tb == Trans::t) {
+    bt.resize(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t kk = 0; kk < k; ++kk) bt[static_cast<size_t>(kk * n + j)] = b[j * k + kk];
+    bk = bt.data();
+  }
+  std::vector<float> sa, sbk(static_cast<size_t>(runs * n), 1.0f);
+  if (!a_scales) sa.assign(static_cast<size_t>(m * runs), 1.0f);
+  if (b_scales)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t r = 0; r < runs; ++r) sbk[static_cast<size_t>(r * n + j)] = b_scales[j * runs + r];
+  const float* sap = a_scales ? a_scales : sa.data();
+  const bool tiny = detail::tiny_operands(a, m * k, bk, k * n);
+  const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
+  parallel_for(chunks, threads_if(chunks > 1), [&](int64_t ci) {
+    detail::limited_gemm_rows(a, a_si, a_sk, bk, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n, k,
+                              acc.mantissa_bits, every, accumulate, tiny, sap, sbk.data());
+  });
+}
+
 QuantGemms::QuantGemms(OperandQuantizer q, Accumulation acc, GemmExecution exec)
     : q_(std::move(q)), acc_(acc), exec_(std::move(exec)) {}
 
-void QuantGemms::run(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m,
-                     int64_t n, int64_t k, bool accumulate) {
-  if (exec_.backend) exec_.backend->gemm(ta, tb, a, b, c, m, n, k, acc_, accumulate, exec_.order);
+void QuantGemms::run(Trans ta, Trans tb, const float* a, const float* a_scales, const float* b,
+                     const float* b_scales, float* c, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  // the device has no GEMM with the scales at promotion yet: those run here (sim/device.hpp)
+  if (acc_.scales_at_promotion) gemm_scaled(ta, tb, a, a_scales, b, b_scales, c, m, n, k, acc_, accumulate);
+  else if (exec_.backend) exec_.backend->gemm(ta, tb, a, b, c, m, n, k, acc_, accumulate, exec_.order);
   else gemm(ta, tb, a, b, c, m, n, k, acc_, accumulate, exec_.order);
 }
 
@@ -175,10 +214,20 @@ ScratchBuffer<float>& operand_buffer(int slot) {
   static thread_local ScratchBuffer<float> buffers[2];
   return buffers[slot];
 }
+// With scales at promotion, the element values and run scales of the same operands.
+ScratchBuffer<float>& element_buffer(int slot) {
+  static thread_local ScratchBuffer<float> buffers[2];
+  return buffers[slot];
+}
+UnscaledOperand& unscaled_operand(int slot) {
+  static thread_local UnscaledOperand operands[2];
+  return operands[slot];
+}
 }  // namespace
 
 const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_t cols,
-                               uint64_t step, bool collect, int slot) {
+                               uint64_t step, bool collect, int slot, const float** scales) {
+  *scales = nullptr;
   OperandStats s;
   AppliedOperand a;
   const float* result = in;
@@ -192,8 +241,18 @@ const float* QuantGemms::quant(GemmRole r, const float* in, int64_t rows, int64_
     if (collect) q_.observe(r, in, rows, cols, &s, &a);
   } else {
     float* q = operand_buffer(slot).get(static_cast<size_t>(rows * cols));
-    q_.apply(r, in, q, rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr);
+    UnscaledOperand* u = nullptr;
+    if (acc_.scales_at_promotion) {
+      u = &unscaled_operand(slot);
+      u->elements = element_buffer(slot).get(static_cast<size_t>(rows * cols));
+      u->every = acc_.promote_every;
+    }
+    q_.apply(r, in, q, rows, cols, step, collect ? &s : nullptr, collect ? &a : nullptr, u);
     result = q;
+    if (u && u->scaled) {
+      result = u->elements;
+      *scales = u->scales.data();
+    }
     if (scale_amax > 0 && h->size() > 0) {
       const double ratio = static_cast<double>(h->values().back()) / scale_amax;
       if (!(ratio <= probes.amax_staleness)) probes.amax_staleness = ratio;
@@ -249,10 +308,11 @@ void QuantGemms::forward(const float* x_in, const float* w, const float* bias, f
     const double r = channel_outlier_ratio(x, m, k);
     if (!(r <= probes.outlier_ratio)) probes.outlier_ratio = r;
   }
-  const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, 0);
-  const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, 1);
+  const float *xs, *ws;
+  const float* xq = quant(GemmRole::fwd_x, x, m, k, step, collect, 0, &xs);
+  const float* wq = quant(GemmRole::fwd_w, w, n, k, step, collect, 1, &ws);
   // y (M,N) = xq (M,K) wq (N,K)^T
-  run(Trans::n, Trans::t, xq, wq, y, m, n, k, false);
+  run(Trans::n, Trans::t, xq, xs, wq, ws, y, m, n, k, false);
   if (bias) {
     parallel_for(m, threads_if(m > kRowChunk), [&](int64_t i) {
       for (int64_t j = 0; j < n; ++j) y[i * n + j] += bias[j];
@@ -265,19 +325,21 @@ void QuantGemms::backward(const float* dy, const float* x_in, const float* w, fl
                           bool collect, bool dx_accumulate) {
   const bool injected = injection && static_cast<int64_t>(step) >= injection->from_step && injection->channel < k;
   if (dx) {
-    const float* dyq = quant(GemmRole::dgrad_dy, dy, m, n, step, collect, 0);
-    const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, 1);
+    const float *dys, *ws;
+    const float* dyq = quant(GemmRole::dgrad_dy, dy, m, n, step, collect, 0, &dys);
+    const float* wq = quant(GemmRole::dgrad_w, w, n, k, step, collect, 1, &ws);
     // dx (M,K) = dyq (M,N) wq (N,K)
     if (injected && dx_accumulate) throw std::logic_error("an injected layer cannot accumulate its input gradient");
-    run(Trans::n, Trans::n, dyq, wq, dx, m, k, n, dx_accumulate);
+    run(Trans::n, Trans::n, dyq, dys, wq, ws, dx, m, k, n, dx_accumulate);
     if (injected)
       for (int64_t i = 0; i < m; ++i) dx[i * k + injection->channel] *= injection->magnitude;
   }
   const float* x = inject(x_in, m, k, step);
-  const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, 0);
-  const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, 1);
+  const float *dys, *xs;
+  const float* dyq = quant(GemmRole::wgrad_dy, dy, m, n, step, collect, 0, &dys);
+  const float* xq = quant(GemmRole::wgrad_x, x, m, k, step, collect, 1, &xs);
   // dw (N,K) += dyq^T (N,M) xq (M,K)
-  run(Trans::t, Trans::n, dyq, xq, dw, n, k, m, true);
+  run(Trans::t, Trans::n, dyq, dys, xq, xs, dw, n, k, m, true);
   if (dbias) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) dbias[j] += dy[i * n + j];

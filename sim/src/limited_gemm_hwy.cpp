@@ -44,6 +44,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -204,12 +205,17 @@ HWY_INLINE VF Step(const Rounding& r, Range& range, VF partial, float av, VF b) 
 }
 
 // Where a block of C and its B columns live: element (i, j) of C at c[(i - row0) * ldc + j],
-// B's row kk at b + kk * ldb.
+// B's row kk at b + kk * ldb. With scales at promotion, sa + i * runs holds row i of A's
+// scales (one per run of `every` products) and sb + r * ldb B's scales over run r, one per
+// column; otherwise both are null.
 struct Out {
   const float* b;
   int64_t ldb;
   float* c;
   int64_t ldc, row0;
+  const float* sa = nullptr;
+  const float* sb = nullptr;
+  int64_t runs = 0;
   float* row(int64_t i) const { return c + (i - row0) * ldc; }
 };
 
@@ -217,7 +223,27 @@ struct Out {
 void DefinitionTile(const float* a, int64_t a_si, int64_t a_sk, const Out& o, int64_t i0, int64_t i1, int64_t j0,
                     int64_t j1, int64_t k, LimitedSum acc, bool accumulate) {
   for (int64_t i = i0; i < i1; ++i)
-    for (int64_t j = j0; j < j1; ++j) o.row(i)[j] = ordered_dot(a + i * a_si, a_sk, o.b + j, o.ldb, k, acc, o.row(i)[j], accumulate);
+    for (int64_t j = j0; j < j1; ++j)
+      o.row(i)[j] = o.sa ? ordered_dot_scaled(a + i * a_si, a_sk, o.b + j, o.ldb, k, acc, o.sa + i * o.runs, 1,
+                                              o.sb + j, o.ldb, o.row(i)[j], accumulate)
+                         : ordered_dot(a + i * a_si, a_sk, o.b + j, o.ldb, k, acc, o.row(i)[j], accumulate);
+}
+
+// total + sa sb partial with one rounding (ordered_dot_scaled's promotion), lane by lane.
+// Highway's MulAdd is one fused operation only where the target has FMA instructions;
+// elsewhere each lane takes std::fma.
+HWY_INLINE VF PromoteScaled(VF scale, VF partial, VF total) {
+#if HWY_NATIVE_FMA
+  return hn::MulAdd(scale, partial, total);
+#else
+  const DF df;
+  HWY_ALIGN float s[hn::MaxLanes(df)], p[hn::MaxLanes(df)], t[hn::MaxLanes(df)];
+  hn::Store(scale, df, s);
+  hn::Store(partial, df, p);
+  hn::Store(total, df, t);
+  for (size_t i = 0; i < hn::Lanes(df); ++i) t[i] = std::fma(s[i], p[i], t[i]);
+  return hn::Load(df, t);
+#endif
 }
 
 // Rows in one register tile: each load of a vector of B feeds this many partial sums.
@@ -232,12 +258,14 @@ constexpr int kTileRows = 4;
 #endif
 
 // The totals of one tile, rows a_row[q] (q < kTileRows) by one vector of columns from j0,
-// starting from t[q] (c or zero). Returns false where a total is not finite.
-template <bool kTiny, bool kOdd, bool kSplit>
-HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], int64_t a_sk, const Out& o, int64_t j0, int64_t k,
-                         int64_t every, const Rounding& r, Range& range, VF (&t)[kTileRows]) {
+// starting from t[q] (c or zero). Returns false where a total is not finite. kScaled: the
+// scales at promotion, sa_row[q] row q's scales (Out).
+template <bool kTiny, bool kOdd, bool kSplit, bool kScaled>
+HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], const float* const (&sa_row)[kTileRows],
+                         int64_t a_sk, const Out& o, int64_t j0, int64_t k, int64_t every, const Rounding& r,
+                         Range& range, VF (&t)[kTileRows]) {
   const DF df;
-  for (int64_t k0 = 0; k0 < k; k0 += every) {
+  for (int64_t k0 = 0, run = 0; k0 < k; k0 += every, ++run) {
     const int64_t k1 = std::min(k, k0 + every);
     VF part[kTileRows];
 #pragma GCC unroll 8
@@ -249,8 +277,15 @@ HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], int64_t a_sk, c
       for (int q = 0; q < kTileRows; ++q) part[q] = Step<kTiny, kOdd, kSplit>(r, range, part[q], a_row[q][off], b);
     }
     // promotion: the partial sums into the fp32 totals
+    if constexpr (kScaled) {
+      const VF sb = hn::LoadU(df, o.sb + run * o.ldb + j0);
 #pragma GCC unroll 8
-    for (int q = 0; q < kTileRows; ++q) t[q] = hn::Add(t[q], part[q]);
+      for (int q = 0; q < kTileRows; ++q)
+        t[q] = PromoteScaled(hn::Mul(hn::Set(df, sa_row[q][run]), sb), part[q], t[q]);
+    } else {
+#pragma GCC unroll 8
+      for (int q = 0; q < kTileRows; ++q) t[q] = hn::Add(t[q], part[q]);
+    }
   }
   auto finite = hn::IsFinite(t[0]);
 #pragma GCC unroll 8
@@ -262,7 +297,7 @@ HWY_INLINE bool TileSums(const float* const (&a_row)[kTileRows], int64_t a_sk, c
 // tile runs with kSplit; one whose totals are not all finite (an overflow there, or Inf
 // or NaN among its operands or in c) runs again without it, and one that had a
 // subnormal sum (kTiny) is recomputed by the scalar definition.
-template <bool kTiny, bool kOdd>
+template <bool kTiny, bool kOdd, bool kScaled>
 void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o, int64_t r0, int64_t r1,
            int64_t cols, int64_t k, const Rounding& r, LimitedSum acc, bool accumulate) {
   const DF df;
@@ -272,21 +307,24 @@ void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o
       // past r1 the last row is computed again and not stored
       const int64_t rows = std::min<int64_t>(kTileRows, r1 - i0);
       const float* a_row[kTileRows];
+      const float* sa_row[kTileRows];
       float* c_row[kTileRows];
       for (int q = 0; q < kTileRows; ++q) {
         const int64_t i = std::min<int64_t>(i0 + q, r1 - 1);
         a_row[q] = a + i * a_si;
+        sa_row[q] = kScaled ? o.sa + i * o.runs : nullptr;
         c_row[q] = o.row(i) + j0;
       }
       // the limited rule starts its total at c
       VF t[kTileRows], t_in[kTileRows];
       for (int q = 0; q < kTileRows; ++q) t_in[q] = t[q] = accumulate ? hn::LoadU(df, c_row[q]) : hn::Zero(df);
       Range range;
-      const bool finite = TileSums<kTiny, kOdd, true>(a_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
+      const bool finite =
+          TileSums<kTiny, kOdd, true, kScaled>(a_row, sa_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
       if (HWY_UNLIKELY(!finite)) {
         for (int q = 0; q < kTileRows; ++q) t[q] = t_in[q];
         range = Range();
-        TileSums<kTiny, kOdd, false>(a_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
+        TileSums<kTiny, kOdd, false, kScaled>(a_row, sa_row, a_sk, o, j0, k, acc.promote_every, r, range, t);
       }
       if (HWY_UNLIKELY(kTiny && !range.normal())) {
         DefinitionTile(a, a_si, a_sk, o, i0, i0 + rows, j0, j0 + N, k, acc, accumulate);
@@ -296,23 +334,32 @@ void Tiles(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const Out& o
     }
 }
 
-template <bool kTiny, bool kOdd>
+template <bool kTiny, bool kOdd, bool kScaled>
 void Rows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk, float* HWY_RESTRICT c,
-          int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate) {
+          int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate, const float* sa,
+          const float* sbk) {
   const auto N = static_cast<int64_t>(hn::Lanes(DF()));
   const Rounding r(mb);
   const LimitedSum acc{mb, every};
-  const int64_t n_vec = n - n % N;
-  Tiles<kTiny, kOdd>(a, a_si, a_sk, Out{bk, n, c, n, 0}, r0, r1, n_vec, k, r, acc, accumulate);
+  const int64_t n_vec = n - n % N, runs = (k + every - 1) / every;
+  Tiles<kTiny, kOdd, kScaled>(a, a_si, a_sk, Out{bk, n, c, n, 0, sa, sbk, runs}, r0, r1, n_vec, k, r, acc,
+                              accumulate);
   if (n_vec == n) return;
   // The last n - n_vec columns: copied into one vector's width with zero columns beside
-  // them (lanes never mix, so the zeros change nothing) and run by the same tiles.
+  // them (lanes never mix, so the zeros change nothing) and run by the same tiles. B's
+  // scales (one row per run) are padded the same way.
   const int64_t tail = n - n_vec;
   std::vector<float> bpad(static_cast<size_t>(k * N), 0.0f), cpad(static_cast<size_t>((r1 - r0) * N), 0.0f);
   for (int64_t kk = 0; kk < k; ++kk) std::copy(bk + kk * n + n_vec, bk + kk * n + n, bpad.data() + kk * N);
+  std::vector<float> sbpad;
+  if (kScaled) {
+    sbpad.assign(static_cast<size_t>(runs * N), 0.0f);
+    for (int64_t q = 0; q < runs; ++q) std::copy(sbk + q * n + n_vec, sbk + q * n + n, sbpad.data() + q * N);
+  }
   if (accumulate)
     for (int64_t i = r0; i < r1; ++i) std::copy(c + i * n + n_vec, c + i * n + n, cpad.data() + (i - r0) * N);
-  Tiles<kTiny, kOdd>(a, a_si, a_sk, Out{bpad.data(), N, cpad.data(), N, r0}, r0, r1, N, k, r, acc, accumulate);
+  Tiles<kTiny, kOdd, kScaled>(a, a_si, a_sk, Out{bpad.data(), N, cpad.data(), N, r0, sa, sbpad.data(), runs}, r0,
+                              r1, N, k, r, acc, accumulate);
   for (int64_t i = r0; i < r1; ++i) std::copy(cpad.data() + (i - r0) * N, cpad.data() + (i - r0) * N + tail, c + i * n + n_vec);
 }
 
@@ -343,17 +390,25 @@ bool TinyOperands(const float* HWY_RESTRICT a, int64_t na, const float* HWY_REST
   return false;
 }
 
-void LimitedGemmRows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk,
-                     float* HWY_RESTRICT c, int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every,
-                     bool accumulate, bool tiny) {
+template <bool kScaled>
+void RowsOf(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk,
+            float* HWY_RESTRICT c, int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every,
+            bool accumulate, bool tiny, const float* sa, const float* sbk) {
   // rounding to odd needs two bits beyond the grid's mb + 1 within float32's 24
   if (kHasOddSum && mb <= 21) {
-    if (tiny) Rows<true, kHasOddSum>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
-    else Rows<false, kHasOddSum>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+    if (tiny) Rows<true, kHasOddSum, kScaled>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, sa, sbk);
+    else Rows<false, kHasOddSum, kScaled>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, sa, sbk);
   } else {
-    if (tiny) Rows<true, false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
-    else Rows<false, false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate);
+    if (tiny) Rows<true, false, kScaled>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, sa, sbk);
+    else Rows<false, false, kScaled>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, sa, sbk);
   }
+}
+
+void LimitedGemmRows(const float* HWY_RESTRICT a, int64_t a_si, int64_t a_sk, const float* HWY_RESTRICT bk,
+                     float* HWY_RESTRICT c, int64_t r0, int64_t r1, int64_t n, int64_t k, int mb, int64_t every,
+                     bool accumulate, bool tiny, const float* sa, const float* sbk) {
+  if (sa) RowsOf<true>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, tiny, sa, sbk);
+  else RowsOf<false>(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, tiny, nullptr, nullptr);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -371,8 +426,9 @@ namespace lpx::sim::detail {
 using namespace lpx::sim::simd;
 
 void limited_gemm_rows(const float* a, int64_t a_si, int64_t a_sk, const float* bk, float* c, int64_t r0,
-                       int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate, bool tiny) {
-  HWY_DYNAMIC_DISPATCH(LimitedGemmRows)(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, tiny);
+                       int64_t r1, int64_t n, int64_t k, int mb, int64_t every, bool accumulate, bool tiny,
+                       const float* sa, const float* sbk) {
+  HWY_DYNAMIC_DISPATCH(LimitedGemmRows)(a, a_si, a_sk, bk, c, r0, r1, n, k, mb, every, accumulate, tiny, sa, sbk);
 }
 bool tiny_operands(const float* a, int64_t na, const float* b, int64_t nb) {
   return HWY_DYNAMIC_DISPATCH(TinyOperands)(a, na, b, nb);

@@ -158,6 +158,7 @@ TEST_CASE("catalogue: fp8-blockwise (DeepSeek-V3)", "[recipes]") {
   CHECK(r.accumulation.limited);
   CHECK(r.accumulation.promote_every == 128);
   CHECK(r.accumulation.mantissa_bits == 14);
+  CHECK(r.accumulation.scales_at_promotion);
   CHECK(r.optimizer_state == OptimizerState::bf16);
   CHECK(r.master_weights == MasterWeights::fp32);
   CHECK(r.high_precision.embeddings);

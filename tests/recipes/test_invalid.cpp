@@ -103,6 +103,29 @@ TEST_CASE("invalid recipes name the key path and the allowed values", "[recipes]
       {"accumulation.mantissa_bits", "1..23"});
   add("accumulation promote", [](json& j) { j["accumulation"] = {{"mantissa_bits", 14}}; },
       {"accumulation.promote_every", "missing"});
+  add("bad accumulation scales", [](json& j) {
+        j["accumulation"] = {{"mantissa_bits", 14}, {"promote_every", 128}, {"scales", "late"}};
+      },
+      {"accumulation.scales", "operands, at_promotion"});
+  add("scales at promotion with blocks of 16", [](json& j) {
+        j["accumulation"] = {{"mantissa_bits", 14}, {"promote_every", 128}, {"scales", "at_promotion"}};
+      },
+      {"roles.fwd_x.format", "blocks of 16", "promote_every (128)"});
+  add("scales at promotion with two-level scales", [](json& j) {
+        j["accumulation"] = {{"mantissa_bits", 14}, {"promote_every", 16}, {"scales", "at_promotion"}};
+      },
+      {"roles.fwd_x.format", "two-level"});
+  add("scales at promotion with the 3/4 headroom", [](json& j) {
+        for (const char* r : {"fwd_x", "fwd_w", "dgrad_dy", "dgrad_w", "wgrad_x", "wgrad_dy"})
+          j["roles"][r]["format"] = "e4m3:b128:fp32";
+        j["roles"]["fwd_x"]["headroom_3_4"] = true;
+        j["accumulation"] = {{"mantissa_bits", 14}, {"promote_every", 128}, {"scales", "at_promotion"}};
+      },
+      {"roles.fwd_x.headroom_3_4", "at_promotion"});
+  add("scales at promotion with 23 bits", [](json& j) {
+        j["accumulation"] = {{"mantissa_bits", 23}, {"promote_every", 128}, {"scales", "at_promotion"}};
+      },
+      {"accumulation.mantissa_bits", "1..22"});
   add("bad high-precision format", [](json& j) { j["high_precision"]["format"] = "fp16"; },
       {"high_precision.format", "bf16, fp32"});
   add("negative first blocks", [](json& j) { j["high_precision"]["first_blocks"] = -1; },

@@ -30,8 +30,9 @@ void list_recipes() {
     std::string extra = fmt::format("master {}, optimizer state {}", master_weights_name(r.master_weights),
                                     optimizer_state_name(r.optimizer_state));
     if (r.accumulation.limited)
-      extra += fmt::format(", accumulation {} mantissa bits promoted every {}", r.accumulation.mantissa_bits,
-                           r.accumulation.promote_every);
+      extra += fmt::format(", accumulation {} mantissa bits promoted every {}{}", r.accumulation.mantissa_bits,
+                           r.accumulation.promote_every,
+                           r.accumulation.scales_at_promotion ? ", scales at promotion" : "");
     if (!kept.empty()) extra += fmt::format("; kept {}: {}", hp.format == RoleSpec::Kind::fp32 ? "fp32" : "bf16",
                                             kept.substr(0, kept.size() - 2));
     fmt::print("{:<14} {}\n", "", extra);

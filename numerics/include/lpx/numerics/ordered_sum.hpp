@@ -118,4 +118,33 @@ LPX_HD inline float ordered_dot(const float* a, int64_t a_step, const float* b, 
   return total;
 }
 
+// c_ij by the limited rule with DeepSeek-V3's scales at promotion (recipes'
+// Accumulation::scales_at_promotion): a_k and b_k are element values (codes decoded, the
+// block scale left out); the products of promotion run r (k in [r every, (r + 1) every))
+// are summed by the limited rule, and the run's partial sum enters the total as
+//   total = fma(fl32(sa_r * sb_r), partial, total),
+// sa_r = sa[r * sa_step], sb_r = sb[r * sb_step] the two operands' scales over that run.
+// The scales' product is rounded once and the fma rounds once: DeepGEMM's promotion
+// (a scale product per run, then final += scale * partial, contracted to one FFMA).
+// acc must be limited with promote_every >= 1.
+LPX_HD inline float ordered_dot_scaled(const float* a, int64_t a_step, const float* b, int64_t b_step,
+                                       int64_t k, LimitedSum acc, const float* sa, int64_t sa_step,
+                                       const float* sb, int64_t sb_step, float c0, bool accumulate) {
+  const int64_t every = acc.promote_every;
+  float total = accumulate ? c0 : 0.0f;
+  for (int64_t r = 0; r * every < k; ++r) {
+    float partial = 0.0f;
+    const int64_t end = r * every + every < k ? r * every + every : k;
+    for (int64_t i = r * every; i < end; ++i)
+      partial = limited_add(partial, a[i * a_step], b[i * b_step], acc.mantissa_bits);
+#if defined(__CUDA_ARCH__)
+    const float scale = __fmul_rn(sa[r * sa_step], sb[r * sb_step]);
+#else
+    const float scale = sa[r * sa_step] * sb[r * sb_step];
+#endif
+    total = fmaf(scale, partial, total);
+  }
+  return total;
+}
+
 }  // namespace lpx

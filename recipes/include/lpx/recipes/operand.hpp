@@ -78,6 +78,24 @@ struct OperandStats {
   int64_t clamped_blocks = 0;  // blocks whose scale was clamped (quantize.hpp); -1: not counted
 };
 
+// A block-quantized operand as a GEMM with the scales at promotion takes it (recipes'
+// Accumulation::scales_at_promotion; docs/recipes.md#scales-at-promotion): each element's
+// value with its block scale left out (decode(code): an FP8 code's own value), and the
+// scale of each line of the operand over each run of `every` elements along its reduction
+// axis. A line is a row for reduction axis 1 and a column for axis 0: the operand's index
+// in the GEMM's output. The caller sets elements (rows * cols floats) and every.
+struct UnscaledOperand {
+  float* elements = nullptr;
+  int64_t every = 0;
+  // Written by apply(): scaled is false for a role that is not block-quantized (its GEMM
+  // operand is `out` itself, scale 1). Otherwise scales holds lines x runs floats,
+  // row-major, runs = ceil(reduction extent / every), each the decode scale of the block
+  // that holds the run.
+  bool scaled = false;
+  std::vector<float> scales;
+  int64_t lines = 0, runs = 0;
+};
+
 // What one apply() call did to its operand, in words: the run log stores it per layer
 // and role (runlog/schema.hpp, /quant/applied), so a reader sees which format really ran.
 struct AppliedOperand {
@@ -145,6 +163,9 @@ class OperandBackend {
   // fake_cast_array(in, out, f, opt).
   virtual void fake_cast(std::span<const float> in, std::span<float> out, const ElementFormat& f,
                          const CastOptions& opt) = 0;
+  // Told of each block quantization the quantizer ran on the CPU instead (an operand for
+  // a GEMM with the scales at promotion, whose codes the backend does not return).
+  virtual void count_cpu_fallback() {}
 };
 
 class OperandQuantizer {
@@ -155,8 +176,14 @@ class OperandQuantizer {
   // in and out are row-major (rows x cols) float32; out may equal in (in place); they
   // must not otherwise overlap. stats, when given, is filled (see OperandStats); so is
   // applied (what this call did).
+  // unscaled, when given, also receives the operand as a GEMM with the scales at
+  // promotion takes it (UnscaledOperand); out still holds the dequantized values. A block
+  // role then needs one scale per run of unscaled->every along its reduction axis
+  // (Recipe::from_json checks that for a recipe with scales at promotion), else
+  // std::invalid_argument; it is quantized on the CPU even with a backend.
   void apply(GemmRole role, const float* in, float* out, int64_t rows, int64_t cols,
-             uint64_t step, OperandStats* stats = nullptr, AppliedOperand* applied = nullptr);
+             uint64_t step, OperandStats* stats = nullptr, AppliedOperand* applied = nullptr,
+             UnscaledOperand* unscaled = nullptr);
 
   // fp32 role without a transform: apply() would copy in to out unchanged.
   bool is_identity(GemmRole role) const { return spec(role).is_identity(); }

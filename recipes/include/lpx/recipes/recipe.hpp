@@ -46,8 +46,9 @@
 //     },
 //     "master_weights":  "fp32" | "bf16_sr"     default "fp32"
 //     "optimizer_state": "fp32" | "bf16" | "fp8_e4m3"   default "fp32"
-//     "accumulation":    "fp32" | {"mantissa_bits": 1..23, "promote_every": int >= 1}
-//                                               default "fp32"
+//     "accumulation":    "fp32" | {"mantissa_bits": 1..23, "promote_every": int >= 1,
+//                                      "scales": "operands" | "at_promotion"}
+//                                               default "fp32"; "scales" default "operands"
 //   }
 // Both operands of one GEMM must have the same transform (it cancels only then).
 // Errors are std::invalid_argument "ORIGIN: PATH: what is wrong; allowed: ...", PATH a
@@ -165,10 +166,16 @@ enum class OptimizerState : uint8_t { fp32, bf16, fp8_e4m3 };
 // The GEMM accumulator, for sim (which implements the GEMM). limited == false: FP32.
 // limited: partial sums kept with `mantissa_bits` explicit mantissa bits and added into an
 // FP32 accumulator every `promote_every` products (DeepSeek-V3 section 3.3.2).
+// scales_at_promotion: the block-quantized operands enter the GEMM as their element values
+// (the codes decoded, the block scale left out), and each partial sum is multiplied by the
+// product of its two block scales as it is promoted, as DeepSeek-V3's tensor cores and
+// CUDA cores share the work (section 3.3.2; docs/recipes.md#scales-at-promotion).
+// Otherwise ("operands") the GEMM multiplies the dequantized operands.
 struct Accumulation {
   bool limited = false;
   int mantissa_bits = 23;
   int promote_every = 0;
+  bool scales_at_promotion = false;
   // 23 explicit bits are float32's own: such an accumulator is plain FP32.
   bool is_fp32() const { return !limited || mantissa_bits >= 23; }
   bool operator==(const Accumulation&) const = default;

@@ -19,7 +19,9 @@
 // Fallbacks to the CPU, for what the device does not implement (kernels/quantize.hpp):
 // per-channel blocks (bitnet's per-token int8) and delayed scaling's amax history
 // (fp8-delayed; fp8-current's per-tensor current scaling runs on the device); the ternary
-// absmean quantizer (CPU only). The quantizer's keys, signs and statistics are computed as
+// absmean quantizer (CPU only); and a recipe with the scales at promotion (fp8-blockwise):
+// its block quantizations, which must return codes, and its GEMMs, for which kernels/ has
+// no kernel yet (docs/recipes.md#scales-at-promotion). The quantizer's keys, signs and statistics are computed as
 // on the CPU, so with --gemm exact a --device gpu run's loss array is bit-identical to
 // --device cpu's; only saturated_pct and clamped_blocks of device-quantized operands are
 // not counted (NaN and -1 in the log).

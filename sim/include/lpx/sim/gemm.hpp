@@ -56,6 +56,17 @@ enum class Trans : uint8_t { n, t };
 void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
           int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order = GemmOrder::fast);
 
+// Limited accumulation with the block scales applied at promotion (recipes'
+// Accumulation::scales_at_promotion; numerics/ordered_sum.hpp, ordered_dot_scaled): op(A)
+// and op(B) hold element values, a_scales (M, runs) and b_scales (N, runs) row-major the
+// scale of row i of op(A) and of column j of op(B) over each run of promote_every
+// products, runs = ceil(k / promote_every); a null array is all ones. acc must be limited
+// with 1 <= mantissa_bits <= 22 and promote_every >= 1, else std::invalid_argument.
+// Bit-identical for every thread count.
+void gemm_scaled(Trans ta, Trans tb, const float* a, const float* a_scales, const float* b,
+                 const float* b_scales, float* c, int64_t m, int64_t n, int64_t k, const Accumulation& acc,
+                 bool accumulate);
+
 // Whether gemm()'s fast fp32 order is the exact order on this CPU (it has FMA instructions).
 bool fast_gemm_is_exact();
 
@@ -77,7 +88,9 @@ struct GemmExecution {
 
 // One layer's quantized GEMMs: Y = X W^T (+ bias), dX = dY W, dW = dY^T X, each operand
 // through the layer's recipe quantizer (recipes/operand.hpp) for its role first, along
-// the role's reduction axis. stats[role] and applied[role] hold what the last call did to
+// the role's reduction axis. With Accumulation::scales_at_promotion the GEMMs are
+// gemm_scaled() of the operands' element values and block scales, on the CPU even with a
+// device backend (sim/device.hpp). stats[role] and applied[role] hold what the last call did to
 // that operand (when stats are collected).
 class QuantGemms {
  public:
@@ -131,7 +144,8 @@ class QuantGemms {
   std::optional<Injection> injection;
   // Test hook: when set, called with every operand right before its GEMM uses it: `in`
   // the operand as the layer passed it, `used` what the GEMM multiplies (the quantizer's
-  // output, or `in` itself for an identity role), both row-major (rows x cols).
+  // output, or `in` itself for an identity role; with scales at promotion a block role's
+  // element values), both row-major (rows x cols).
   std::function<void(GemmRole role, const float* in, const float* used, int64_t rows, int64_t cols,
                      uint64_t step)>
       operand_hook;
@@ -139,11 +153,13 @@ class QuantGemms {
  private:
   // The operand the GEMM multiplies: `in` itself for an identity role, else its quantized
   // copy in this thread's operand buffer `slot` (0: the GEMM's A, 1: its B), which the
-  // next GEMM on the thread overwrites.
+  // next GEMM on the thread overwrites. With scales at promotion a block role's operand
+  // is its element values instead, and *scales its run scales (gemm_scaled's a_scales or
+  // b_scales, in the same thread's buffers); null for every other operand.
   const float* quant(GemmRole r, const float* in, int64_t rows, int64_t cols, uint64_t step,
-                     bool collect, int slot);
-  void run(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
-           int64_t k, bool accumulate);
+                     bool collect, int slot, const float** scales);
+  void run(Trans ta, Trans tb, const float* a, const float* a_scales, const float* b, const float* b_scales,
+           float* c, int64_t m, int64_t n, int64_t k, bool accumulate);
   OperandQuantizer q_;
   Accumulation acc_;
   GemmExecution exec_;
