@@ -14,7 +14,6 @@
 
 #include "lpx/formats/block_scale.hpp"
 #include "lpx/formats/cast.hpp"
-#include "lpx/formats/codec.hpp"
 #include "lpx/numerics/hadamard.hpp"
 #include "lpx/numerics/philox.hpp"
 #include "lpx/numerics/scratch.hpp"
@@ -244,12 +243,8 @@ void fill_unscaled(const QuantizedTensor& q, int64_t rows, int64_t cols, int axi
     throw std::invalid_argument(fmt::format("'{}' has blocks of {} along the reduction axis, not one scale per {} "
                                             "elements",
                                             f.spec(), along, u.every));
-  // Element values: one table of the element format's 2^bits decoded codes.
-  const uint32_t ncodes = uint32_t{1} << f.element.bits;
-  float table[256];
-  for (uint32_t c = 0; c < ncodes; ++c) table[c] = decode(c, f.element);
-  const size_t n = q.codes.size();
-  for (size_t i = 0; i < n; ++i) u.elements[i] = table[q.codes[i]];
+  // Element values: the codes decoded (vectorized; one thread, as the GEMM's caller runs)
+  decode_array(q.codes, std::span<float>(u.elements, q.codes.size()), f.element, 1);
   // The scale of each line over each run of `every` elements along the reduction axis.
   const int64_t grid_cols = q.scale_shape.size() == 2 ? q.scale_shape[1] : 1;
   u.lines = axis == 1 ? rows : cols;

@@ -2,8 +2,9 @@
 // (the exact order's register tiles on a CPU with FMA, Eigen elsewhere) with B as stored
 // and transposed, the exact fp32 order, the limited accumulator of the FP8 recipes (14
 // mantissa bits, promotion every 128: fp8-blockwise's), that accumulator's scalar
-// definition (ordered_dot per element), and Eigen's float32 product on the same arrays as
-// the peer, on one thread and scaled 8-bit operands. Compare the items_per_second
+// definition (ordered_dot per element), the same accumulator with the scales at promotion
+// (gemm_scaled of the unscaled codes, fp8-blockwise's GEMM since 2026-12-07), and Eigen's
+// float32 product on the same arrays as the peer, on one thread and scaled 8-bit operands. Compare the items_per_second
 // (multiply-adds per second) counters of one run.
 //   lpx_bench_gemm [--benchmark_filter=REGEX]   (LPX_BENCH_GEMM=M,N,K, each in [1, 16384];
 //   default 256,512,512; a malformed value is one error line and exit 2)
@@ -49,6 +50,9 @@ Shape g_shape;
 struct Problem {
   int64_t m, n, k;
   std::vector<float> a, b, c;
+  // the same operands unscaled (codes), and their scales per row of A and column of B over
+  // each run of 128 products (gemm_scaled's a_scales and b_scales)
+  std::vector<float> codes_a, codes_b, scales_a, scales_b;
   Problem() : m(g_shape.m), n(g_shape.n), k(g_shape.k) {
     // e4m3-like codes (4 significant bits, 16 binades) times float32 scales
     uint64_t state = 7;
@@ -60,8 +64,15 @@ struct Problem {
     a.resize(static_cast<size_t>(m * k));
     b.resize(static_cast<size_t>(k * n));
     c.resize(static_cast<size_t>(m * n));
-    for (float& v : a) v = code() * 0.0137f;
-    for (float& v : b) v = code() * 0.731f;
+    codes_a.resize(a.size());
+    codes_b.resize(b.size());
+    for (float& v : codes_a) v = code();
+    for (float& v : codes_b) v = code();
+    for (size_t i = 0; i < a.size(); ++i) a[i] = codes_a[i] * 0.0137f;
+    for (size_t i = 0; i < b.size(); ++i) b[i] = codes_b[i] * 0.731f;
+    const int64_t runs = (k + 127) / 128;
+    scales_a.assign(static_cast<size_t>(m * runs), 0.0137f);
+    scales_b.assign(static_cast<size_t>(n * runs), 0.731f);
   }
   int64_t macs() const { return m * n * k; }
 };
@@ -117,6 +128,16 @@ int main(int argc, char** argv) {
       ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("gemm/limited_14b_128", [limited](benchmark::State& st) {
     run_gemm(st, limited, lpx::GemmOrder::fast);
+  })->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("gemm/limited_14b_128_scales_at_promotion", [](benchmark::State& st) {
+    auto& p = problem();
+    const lpx::Accumulation at_promotion{true, 14, 128, true};
+    for (auto _ : st) {
+      lpx::sim::gemm_scaled(lpx::sim::Trans::n, lpx::sim::Trans::n, p.codes_a.data(), p.scales_a.data(),
+                            p.codes_b.data(), p.scales_b.data(), p.c.data(), p.m, p.n, p.k, at_promotion, false);
+      benchmark::DoNotOptimize(p.c.data());
+    }
+    st.SetItemsProcessed(st.iterations() * p.macs());
   })->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("gemm/limited_14b_128_scalar_definition", [limited](benchmark::State& st) {
     auto& p = problem();
