@@ -5,7 +5,9 @@
 // columns keeps its partial sums and fp32 totals in registers while k runs, so each load
 // of a vector of B feeds every row of the tile and no partial sum goes through memory.
 // Columns past the last whole vector run through the same tiles, copied beside zero
-// columns into one vector's width.
+// columns into one vector's width. With the scales at promotion (gemm_scaled) the loop is
+// the same and each promotion is one fused multiply-add of the run's two scales
+// (PromoteScaled).
 //
 // Arithmetic: the definition (numerics/ordered_sum.hpp, limited_add) rounds the exact sum
 // of a partial sum and a float32 product to mb explicit mantissa bits. Here the sum is

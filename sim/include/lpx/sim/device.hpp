@@ -21,10 +21,10 @@
 // (fp8-delayed; fp8-current's per-tensor current scaling runs on the device); the ternary
 // absmean quantizer (CPU only); and a recipe with the scales at promotion (fp8-blockwise):
 // its block quantizations, which must return codes, and its GEMMs, for which kernels/ has
-// no kernel yet (docs/recipes.md#scales-at-promotion). The quantizer's keys, signs and statistics are computed as
-// on the CPU, so with --gemm exact a --device gpu run's loss array is bit-identical to
-// --device cpu's; only saturated_pct and clamped_blocks of device-quantized operands are
-// not counted (NaN and -1 in the log).
+// no kernel yet (docs/recipes.md#scales-at-promotion). The quantizer's keys, signs and
+// statistics are computed as on the CPU, so with --gemm exact a --device gpu run's loss
+// array is bit-identical to --device cpu's; only saturated_pct and clamped_blocks of
+// device-quantized operands are not counted (NaN and -1 in the log).
 #pragma once
 
 #include <cstdint>

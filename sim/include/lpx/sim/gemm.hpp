@@ -90,8 +90,8 @@ struct GemmExecution {
 // through the layer's recipe quantizer (recipes/operand.hpp) for its role first, along
 // the role's reduction axis. With Accumulation::scales_at_promotion the GEMMs are
 // gemm_scaled() of the operands' element values and block scales, on the CPU even with a
-// device backend (sim/device.hpp). stats[role] and applied[role] hold what the last call did to
-// that operand (when stats are collected).
+// device backend (sim/device.hpp). stats[role] and applied[role] hold what the last call
+// did to that operand (when stats are collected).
 class QuantGemms {
  public:
   QuantGemms(OperandQuantizer q, Accumulation acc, GemmExecution exec = {});
