@@ -4,8 +4,8 @@
 // mantissa bits, promotion every 128: fp8-blockwise's), that accumulator's scalar
 // definition (ordered_dot per element), the same accumulator with the scales at promotion
 // (gemm_scaled of the unscaled codes, fp8-blockwise's GEMM since 2026-12-07), and Eigen's
-// float32 product on the same arrays as the peer, on one thread and scaled 8-bit operands. Compare the items_per_second
-// (multiply-adds per second) counters of one run.
+// float32 product on the same arrays as the peer, on one thread and scaled 8-bit
+// operands. Compare the items_per_second (multiply-adds per second) counters of one run.
 //   lpx_bench_gemm [--benchmark_filter=REGEX]   (LPX_BENCH_GEMM=M,N,K, each in [1, 16384];
 //   default 256,512,512; a malformed value is one error line and exit 2)
 #include <cmath>
