@@ -58,6 +58,49 @@ float round_to_mantissa(double x, int mantissa_bits) {
   return static_cast<float>(round_mantissa_bits(x, mantissa_bits));
 }
 
+namespace {
+// op(B) as a (K, N) row-major array, as the ordered loops read it: b itself for Trans::n,
+// else a copy in the calling thread's scratch buffer (valid until its next call).
+const float* b_as_kn(Trans tb, const float* b, int64_t n, int64_t k) {
+  if (tb == Trans::n) return b;
+  static thread_local ScratchBuffer<float> transposed;
+  float* bt = transposed.get(static_cast<size_t>(k * n));
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t kk = 0; kk < k; ++kk) bt[kk * n + j] = b[j * k + kk];
+  return bt;
+}
+
+// The limited rule's path of gemm() and gemm_scaled() (k >= 1, m, n >= 1): with `scaled`,
+// each run's partial sum enters the total times its scale product (null scales are ones).
+void limited_gemm(Trans ta, Trans tb, const float* a, const float* a_scales, const float* b,
+                  const float* b_scales, float* c, int64_t m, int64_t n, int64_t k, const Accumulation& acc,
+                  bool accumulate, bool scaled) {
+  const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
+  const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
+  const float* bk = b_as_kn(tb, b, n, k);
+  const float* sa = nullptr;
+  const float* sbk = nullptr;
+  if (scaled) {
+    // the loop reads op(B)'s scales as (runs, N) and wants both arrays present
+    const int64_t runs = (k + every - 1) / every;
+    static thread_local ScratchBuffer<float> scale_work;
+    float* work = scale_work.get(static_cast<size_t>((a_scales ? 0 : m * runs) + runs * n));
+    float* sb_t = work + (a_scales ? 0 : m * runs);
+    if (!a_scales) std::fill(work, work + m * runs, 1.0f);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t r = 0; r < runs; ++r) sb_t[r * n + j] = b_scales ? b_scales[j * runs + r] : 1.0f;
+    sa = a_scales ? a_scales : work;
+    sbk = sb_t;
+  }
+  const bool tiny = detail::tiny_operands(a, m * k, bk, k * n);
+  const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
+  parallel_for(chunks, threads_if(chunks > 1), [&](int64_t ci) {
+    detail::limited_gemm_rows(a, a_si, a_sk, bk, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n, k,
+                              acc.mantissa_bits, every, accumulate, tiny, sa, sbk);
+  });
+}
+}  // namespace
+
 void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t m, int64_t n,
           int64_t k, const Accumulation& acc, bool accumulate, GemmOrder order) {
   if (m <= 0 || n <= 0) return;
@@ -108,10 +151,14 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
   // product and added into the fp32 total every promote_every products (limited). op(B)
   // is first copied to a (K, N) row-major array so that the loops run along rows of C
   // (every element's own sequence of roundings, in the same order, vectorized).
+  if (!acc.is_fp32()) {
+    limited_gemm(ta, tb, a, nullptr, b, nullptr, c, m, n, k, acc, accumulate, /*scaled=*/false);
+    return;
+  }
   const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
   // exact fp32: register tiles where the target has FMA instructions (exact_gemm_hwy.cpp,
   // which packs op(B) itself), else one fmaf per product along rows of C
-  if (acc.is_fp32() && detail::exact_gemm_tiled()) {
+  if (detail::exact_gemm_tiled()) {
     // one packing buffer per calling thread, grown and never zero-filled (Pack writes
     // every element, padding included)
     static thread_local ScratchBuffer<float> pack;
@@ -123,23 +170,7 @@ void gemm(Trans ta, Trans tb, const float* a, const float* b, float* c, int64_t 
     });
     return;
   }
-  std::vector<float> bt;
-  const float* bk = b;  // (K, N) row-major
-  if (tb == Trans::t) {
-    bt.resize(static_cast<size_t>(k * n));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t kk = 0; kk < k; ++kk) bt[static_cast<size_t>(kk * n + j)] = b[j * k + kk];
-    bk = bt.data();
-  }
-  if (!acc.is_fp32()) {
-    const int64_t every = acc.promote_every > 0 ? acc.promote_every : k;
-    const bool tiny = detail::tiny_operands(a, m * k, bk, k * n);
-    parallel_for(chunks, threads, [&](int64_t ci) {
-      detail::limited_gemm_rows(a, a_si, a_sk, bk, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n, k,
-                                acc.mantissa_bits, every, accumulate, tiny);
-    });
-    return;
-  }
+  const float* bk = b_as_kn(tb, b, n, k);
   parallel_for(chunks, threads, [&](int64_t ci) {
     std::vector<float> partial(static_cast<size_t>(n));
     const int64_t r1 = std::min(m, (ci + 1) * kRowChunk);
@@ -168,29 +199,7 @@ void gemm_scaled(Trans ta, Trans tb, const float* a, const float* a_scales, cons
     if (!accumulate) std::fill(c, c + m * n, 0.0f);
     return;
   }
-  const int64_t every = acc.promote_every, runs = (k + every - 1) / every;
-  const int64_t a_si = ta == Trans::n ? k : 1, a_sk = ta == Trans::n ? 1 : m;
-  // op(B) as a (K, N) row-major array, and its scales as (runs, N), as the loop reads them
-  std::vector<float> bt;
-  const float* bk = b;
-  if (tb == Trans::t) {
-    bt.resize(static_cast<size_t>(k * n));
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t kk = 0; kk < k; ++kk) bt[static_cast<size_t>(kk * n + j)] = b[j * k + kk];
-    bk = bt.data();
-  }
-  std::vector<float> sa, sbk(static_cast<size_t>(runs * n), 1.0f);
-  if (!a_scales) sa.assign(static_cast<size_t>(m * runs), 1.0f);
-  if (b_scales)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t r = 0; r < runs; ++r) sbk[static_cast<size_t>(r * n + j)] = b_scales[j * runs + r];
-  const float* sap = a_scales ? a_scales : sa.data();
-  const bool tiny = detail::tiny_operands(a, m * k, bk, k * n);
-  const int64_t chunks = (m + kRowChunk - 1) / kRowChunk;
-  parallel_for(chunks, threads_if(chunks > 1), [&](int64_t ci) {
-    detail::limited_gemm_rows(a, a_si, a_sk, bk, c, ci * kRowChunk, std::min(m, (ci + 1) * kRowChunk), n, k,
-                              acc.mantissa_bits, every, accumulate, tiny, sap, sbk.data());
-  });
+  limited_gemm(ta, tb, a, a_scales, b, b_scales, c, m, n, k, acc, accumulate, /*scaled=*/true);
 }
 
 QuantGemms::QuantGemms(OperandQuantizer q, Accumulation acc, GemmExecution exec)
