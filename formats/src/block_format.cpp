@@ -157,6 +157,17 @@ void validate(const BlockFormat& f) {
     throw std::invalid_argument("block format: block extents must be >= 1");
 }
 
+int64_t block_reach(const BlockShape& b, int axis) {
+  const int own = b.axis < 0 ? b.axis + 2 : b.axis;
+  switch (b.kind) {
+    case BlockShape::Kind::vector: return own == axis ? b.length : 1;
+    case BlockShape::Kind::tile: return axis == 1 ? b.cols : b.rows;
+    case BlockShape::Kind::channel: return own == axis ? 0 : 1;
+    case BlockShape::Kind::tensor: return 0;
+  }
+  return 1;
+}
+
 BlockFormat parse_block_format(std::string_view spec) {
   BlockFormat f;
   if (preset(spec, f)) return f;

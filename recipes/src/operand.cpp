@@ -227,17 +227,12 @@ void fill_unscaled(const QuantizedTensor& q, int64_t rows, int64_t cols, int axi
   if (f.two_level() || q.headroom_3_4)
     throw std::invalid_argument(fmt::format("'{}'{} has no single scale per block to apply at promotion", f.spec(),
                                             q.headroom_3_4 ? " with the 3/4 headroom" : ""));
-  // One block's extent along each axis (a longer extent than the axis is one ragged block).
-  const BlockShape& b = f.block;
-  int64_t ext[2] = {1, 1};
-  switch (b.kind) {
-    case BlockShape::Kind::vector: ext[b.axis] = b.length; break;
-    case BlockShape::Kind::tile: ext[0] = b.rows; ext[1] = b.cols; break;
-    case BlockShape::Kind::channel: ext[b.axis] = b.axis == 1 ? cols : rows; break;
-    case BlockShape::Kind::tensor: ext[0] = rows; ext[1] = cols; break;
+  // One block's extent along each axis (formats' block_reach; 0 is the whole axis).
+  int64_t ext[2];
+  for (int d = 0; d < 2; ++d) {
+    const int64_t reach = block_reach(f.block, d);
+    ext[d] = reach > 0 ? reach : std::max<int64_t>(d == 1 ? cols : rows, 1);
   }
-  ext[0] = std::max<int64_t>(ext[0], 1);
-  ext[1] = std::max<int64_t>(ext[1], 1);
   const int64_t extent = axis == 1 ? cols : rows, along = ext[axis];
   if (along % u.every != 0 && along < extent)
     throw std::invalid_argument(fmt::format("'{}' has blocks of {} along the reduction axis, not one scale per {} "

@@ -344,11 +344,10 @@ void check_scales_at_promotion(const Parser& p, const Recipe& r) {
     const RoleSpec& s = r.roles[i];
     if (s.kind != RoleSpec::Kind::block) continue;
     const std::string path = fmt::format("roles.{}", kRoleNames[i]);
-    const BlockShape& b = s.block.block;
-    const int axis = reduction_axis(static_cast<GemmRole>(i));
-    int64_t extent = 0;  // 0: the whole axis
-    if (b.kind == BlockShape::Kind::vector) extent = b.length;
-    else if (b.kind == BlockShape::Kind::tile) extent = axis == 1 ? b.cols : b.rows;
+    // the quantizer runs a vector or channel block along the role's reduction axis
+    BlockShape b = s.block.block;
+    b.axis = reduction_axis(static_cast<GemmRole>(i));
+    const int64_t extent = block_reach(b, b.axis);  // 0: the whole axis
     if (extent % every != 0)
       p.fail(path + ".format",
              fmt::format("'{}' has blocks of {} along the reduction axis, which accumulation.scales "

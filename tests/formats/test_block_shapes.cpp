@@ -3,6 +3,7 @@
 // their axis (one ragged block). docs/formats.md#block-shapes and #edge-semantics.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -88,4 +89,34 @@ TEST_CASE("a block longer than its axis is one ragged block, for any block lengt
     CHECK(q.scale_codes == w.scale_codes);
     CHECK(q.codes == w.codes);
   }
+}
+
+TEST_CASE("block_reach agrees with the quantizer's block extents on matrices") {
+  // block_reach is the shape-free answer (recipes check with it before any shape is
+  // known); block_extents is the quantizer's own layout for a shape.
+  for (const char* spec : kFormats) {
+    for (int own : {0, 1, -1, -2}) {
+      BlockFormat f = parse_block_format(spec);
+      f.block.axis = own;
+      for (const std::vector<int64_t>& shape : {std::vector<int64_t>{7, 300}, std::vector<int64_t>{300, 7},
+                                               std::vector<int64_t>{0, 5}}) {
+        const std::vector<int64_t> ext = lpx::block_extents(shape, f);
+        for (int d = 0; d < 2; ++d) {
+          INFO(spec << " axis " << own << " shape [" << shape[0] << ", " << shape[1] << "] along " << d);
+          const int64_t reach = lpx::block_reach(f.block, d);
+          CHECK(ext[static_cast<size_t>(d)] == (reach > 0 ? reach : std::max<int64_t>(shape[static_cast<size_t>(d)], 1)));
+        }
+      }
+    }
+  }
+  BlockFormat mx = parse_block_format("mxfp4");
+  mx.block.axis = 0;
+  CHECK(lpx::block_reach(mx.block, 0) == 32);
+  CHECK(lpx::block_reach(mx.block, 1) == 1);
+  CHECK(lpx::block_reach(parse_block_format("fp8_block128x128").block, 0) == 128);
+  BlockFormat channel = parse_block_format("e4m3:channel:fp32");
+  channel.block.axis = 0;
+  CHECK(lpx::block_reach(channel.block, 0) == 0);
+  CHECK(lpx::block_reach(channel.block, 1) == 1);
+  CHECK(lpx::block_reach(parse_block_format("fp8_tensor").block, 1) == 0);
 }

@@ -107,6 +107,13 @@ BlockFormat parse_block_format(std::string_view spec);
 // a zero, block extents < 1, a rule on a non-power-of-two scale): std::invalid_argument.
 void validate(const BlockFormat& f);
 
+// How far one block of `b` reaches along `axis` (0: rows, 1: columns) of a matrix, with a
+// vector's or channel's own axis read as quantize() reads it (negative: from the end); 0
+// when the block spans the whole axis (a channel along it, or the tensor). A reach longer
+// than the axis is one ragged block. quantize.hpp's block_extents() gives the same extents
+// for a given shape.
+int64_t block_reach(const BlockShape& b, int axis);
+
 std::string_view scale_rule_name(ScaleRule r);
 ScaleRule scale_rule_by_name(std::string_view name);  // throws, listing the valid names
 std::string_view scale_format_name(ScaleFormat s);
